@@ -1,0 +1,110 @@
+"""What a supervisor keeps per child: its spec (`Child`) and, for a nested supervisor, the
+incarnation wrapper that runs it (`SupervisorIncarnation`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from ._incarnation import IncarnationBase, split_crash
+from ._restart import Restart
+
+if TYPE_CHECKING:
+    from ._supervisor import Supervisor
+
+__all__ = ["Child", "SupervisorIncarnation"]
+
+_log = structlog.get_logger("actors")
+
+
+class Child:
+    """A child spec plus its current state: enough to start it again."""
+
+    __slots__ = (
+        "args",
+        "attempts",
+        "factory",
+        "incarnation",
+        "mailbox_size",
+        "name",
+        "number",
+        "placement",
+        "restart",
+        "restart_due",
+        "supervisor",
+        "throughput",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        factory: Callable[..., object] | None,
+        args: tuple[object, ...],
+        supervisor: Supervisor | None,
+        restart: Restart,
+        mailbox_size: int,
+        throughput: int,
+        placement: object,
+    ) -> None:
+        self.name = name
+        self.factory = factory
+        self.args = args
+        self.supervisor = supervisor
+        self.restart = restart
+        self.mailbox_size = mailbox_size
+        self.throughput = throughput
+        self.placement = placement
+        self.incarnation: IncarnationBase | None = None
+        self.number = 0
+        self.attempts = 0
+        self.restart_due: float | None = None
+
+
+class SupervisorIncarnation(IncarnationBase):
+    """One run of a nested supervisor, shaped like an actor incarnation for its parent."""
+
+    __slots__ = ("_stop_event", "sup")
+
+    def __init__(self, sup: Supervisor, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.sup = sup
+        self._stop_event = trio.Event()
+
+    def request_stop(self) -> None:
+        if self.stop_requested or self.stopped.is_set():
+            return
+        self.stop_requested = True
+        self._stop_event.set()
+
+    def snapshot(self) -> object | None:
+        return None
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[BaseException | None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        started = False
+        rest: BaseException | None = None
+        try:
+            with self.cancel_scope:
+                async with self.sup._running():
+                    self.started_at = trio.current_time()
+                    started = True
+                    task_status.started(None)
+                    await self._stop_event.wait()
+            cause = None
+        except BaseException as exc:
+            cause, rest = split_crash(exc)
+        self.cause = cause
+        if cause is None:
+            _log.info("supervisor.stopped", supervisor=self.name, incarnation=self.number)
+        self.stopped.set()
+        if rest is not None:
+            raise rest
+        if not started:
+            task_status.started(cause)
+        elif self.on_exit is not None:
+            self.on_exit(self)

@@ -1,0 +1,116 @@
+"""The event bus: per-job ordered updates to live subscribers, in memory.
+
+The job actor publishes each change after the store has it (persist, then
+publish). A subscriber gets items in ``seq`` order. Slow subscribers never
+slow the publisher or anyone else: each has a bounded buffer, and one that
+falls behind by more than that is marked *lagged*; it then reads what it
+missed from the store and subscribes again (see :func:`Runtime.stream`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+__all__ = ["DEFAULT_BUFFER", "EventBus", "Item", "Lagged", "Subscription"]
+
+DEFAULT_BUFFER = 1024
+"""Items a subscriber may fall behind before it must catch up from the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One update of a job: ``kind`` is ``job``, ``event`` or ``log``; ``seq`` orders it."""
+
+    job_id: str
+    kind: str
+    seq: int
+    data: dict[str, Any]
+
+
+class Lagged(Exception):
+    """The subscriber fell more than its buffer behind; it must catch up from the store."""
+
+
+@dataclass(eq=False)
+class Subscription:
+    """A live feed of one job's items (or of one account's job changes)."""
+
+    buffer_size: int
+    _items: deque[Item] = field(default_factory=deque)
+    _wakeup: trio.Event = field(default_factory=trio.Event)
+    _lagged: bool = False
+
+    def _push(self, item: Item) -> None:
+        if self._lagged:
+            return
+        if len(self._items) >= self.buffer_size:
+            self._lagged = True
+            self._items.clear()
+        else:
+            self._items.append(item)
+        self._wakeup.set()
+
+    async def receive_batch(self) -> list[Item]:
+        """Wait for items and take all that are buffered, oldest first.
+
+        Raises:
+            Lagged: the buffer overflowed; nothing is lost in the store.
+        """
+        while not self._items and not self._lagged:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+        if self._lagged:
+            self._lagged = False
+            raise Lagged()
+        batch = list(self._items)
+        self._items.clear()
+        return batch
+
+
+class EventBus:
+    """Fan-out of job items to subscribers, by job and by account."""
+
+    def __init__(self, *, buffer_size: int = DEFAULT_BUFFER) -> None:
+        self._buffer_size = buffer_size
+        self._by_job: dict[str, set[Subscription]] = {}
+        self._by_account: dict[str, set[Subscription]] = {}
+
+    def publish(self, account_id: str, items: list[Item]) -> None:
+        """Hand items (already persisted) to every subscriber; never blocks."""
+        for item in items:
+            for sub in self._by_job.get(item.job_id, ()):
+                sub._push(item)
+            if item.kind == "job":
+                for sub in self._by_account.get(account_id, ()):
+                    sub._push(item)
+
+    @contextmanager
+    def subscribe(self, *, job_id: str | None = None,
+                  account_id: str | None = None) -> Iterator[Subscription]:
+        """Subscribe to one job's items, or to every job change of an account."""
+        if (job_id is None) == (account_id is None):
+            raise ValueError("subscribe to exactly one of job_id or account_id")
+        table, key = (
+            (self._by_job, job_id) if job_id is not None else (self._by_account, str(account_id))
+        )
+        sub = Subscription(self._buffer_size)
+        table.setdefault(key, set()).add(sub)
+        try:
+            yield sub
+        finally:
+            subs = table.get(key)
+            if subs is not None:
+                subs.discard(sub)
+                if not subs:
+                    del table[key]
+
+    def subscriber_count(self) -> int:
+        """Subscriptions open right now (for metrics)."""
+        return sum(len(s) for s in self._by_job.values()) + sum(
+            len(s) for s in self._by_account.values())

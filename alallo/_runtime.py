@@ -1,0 +1,361 @@
+"""The runtime: alallo as a library, for the gateway and for embedding apps.
+
+::
+
+    async with Runtime(Settings(data_dir=path)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "train.jsonl", data)
+        job = await rt.create_job(account, {"model": "alallo/tiny-gpt2",
+                                            "training_file": file.id})
+        async for item in rt.stream(account, job.id):
+            print(item.kind, item.seq, item.data)
+
+Every method takes the caller's account id and sees only that account's
+files and jobs: another account's answer :class:`NotFound`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any
+
+import structlog
+import trio
+from actors import Restart, Supervisor, open_supervisor
+
+from . import _lifecycle as lifecycle
+from ._bus import EventBus, Item, Lagged
+from ._catalogue import Catalogue, CatalogueModel
+from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
+from ._estimate import estimate_price, estimate_time, plan_for
+from ._files import check_jsonl
+from ._job import Event, Job, LogLine, Progress
+from ._job_actor import CancelJob, JobActor
+from ._keys import hash_key, new_key, read_key_file, write_key_file
+from ._spec import JobSpec
+from ._store import FileRow, Store
+from .settings import Settings
+
+__all__ = ["LOCAL_ACCOUNT", "Runtime"]
+
+LOCAL_ACCOUNT = "acct-local"
+"""The account of the embedded default; its key is in ``<data_dir>/api-key``."""
+DEFAULT_STEPS_BATCH = 4
+
+log = structlog.get_logger("alallo.runtime")
+
+
+class Runtime:
+    """alallo's engine: store, event bus, and the supervisor of job actors.
+
+    Args:
+        settings: where data lives and how jobs run (:class:`Settings`).
+
+    Use as ``async with Runtime(settings) as rt``; leaving the block stops
+    every job actor and its trainer (jobs that were running continue from
+    their checkpoints when a runtime opens on the same data again).
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.store = Store(self.settings.resolved_database_url)
+        self.bus = EventBus()
+        self.catalogue = Catalogue()
+        self.capacity = trio.Semaphore(self.settings.max_concurrent_jobs)
+        self.api_key: str = ""
+        self.api_key_created = False
+        self._stack = AsyncExitStack()
+        self._supervisor: Supervisor | None = None
+        self._files: dict[str, FileRow] = {}
+
+    async def __aenter__(self) -> Runtime:
+        settings = self.settings
+        for folder in (settings.data_dir, settings.files_dir, settings.jobs_dir,
+                       settings.models_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        await trio.to_thread.run_sync(self.store.open)
+        await self._ensure_local_account()
+        self._supervisor = await self._stack.enter_async_context(
+            open_supervisor(name="alallo"))
+        for job in await self.store.live_jobs():
+            await self._start_actor(job.id)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            await self._stack.__aexit__(exc_type, exc, tb)
+        finally:
+            self.store.close()
+
+    async def _ensure_local_account(self) -> None:
+        now = int(time.time())
+        await self.store.ensure_account(LOCAL_ACCOUNT, "local", self.settings.default_balance, now)
+        key_file = self.settings.data_dir / "api-key"
+        configured = self.settings.api_key.get_secret_value() if self.settings.api_key else None
+        key = configured or read_key_file(key_file)
+        if key is None:
+            key = new_key()
+            write_key_file(key_file, key)
+            self.api_key_created = True
+        self.api_key = key
+        await self.store.add_api_key(hash_key(key), LOCAL_ACCOUNT, now)
+
+    # -- accounts ------------------------------------------------------------
+
+    async def authenticate(self, api_key: str | None) -> str:
+        """The account id of an API key.
+
+        Raises:
+            Unauthorized: no key, or one that belongs to no account.
+        """
+        if not api_key:
+            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        account = await self.store.account_for_key(hash_key(api_key))
+        if account is None:
+            raise Unauthorized("invalid API key")
+        return account
+
+    # -- files ---------------------------------------------------------------
+
+    async def upload_file(self, account_id: str, filename: str, data: bytes,
+                          *, purpose: str = "fine-tune") -> FileRow:
+        """Check and store a JSONL training file.
+
+        Raises:
+            InvalidRequest: a purpose other than ``fine-tune``, or a file too large.
+            InvalidFile: a bad line (the message names it); nothing is stored.
+        """
+        if purpose != "fine-tune":
+            raise InvalidRequest(f"purpose must be 'fine-tune', got {purpose!r}", param="purpose")
+        if len(data) > self.settings.max_upload_bytes:
+            raise InvalidRequest(
+                f"the file is {len(data)} bytes; the limit is {self.settings.max_upload_bytes}",
+                param="file")
+        checked = await trio.to_thread.run_sync(check_jsonl, data)
+        file_id = "file-" + uuid.uuid4().hex[:24]
+        path = self.settings.files_dir.resolve() / f"{file_id}.jsonl"
+        await trio.Path(path).write_bytes(data)
+        row = FileRow(
+            id=file_id, account_id=account_id, filename=filename or "upload.jsonl",
+            bytes=len(data), purpose=purpose, created_at=int(time.time()),
+            line_count=checked.line_count, format=checked.format,
+            sha256=hashlib.sha256(data).hexdigest(), path=str(path),
+        )
+        await self.store.insert_file(row)
+        self._files[file_id] = row
+        return row
+
+    async def get_file(self, account_id: str, file_id: str) -> FileRow:
+        """One of the account's files. Raises :class:`NotFound`."""
+        row = await self.store.get_file(account_id, file_id)
+        if row is None:
+            raise NotFound(f"no file {file_id!r}", param="file_id")
+        return row
+
+    async def list_files(self, account_id: str) -> list[FileRow]:
+        """The account's files, newest first."""
+        return await self.store.list_files(account_id)
+
+    async def file_content(self, account_id: str, file_id: str) -> bytes:
+        """The bytes of one of the account's files. Raises :class:`NotFound`."""
+        row = await self.get_file(account_id, file_id)
+        return await trio.Path(row.path).read_bytes()
+
+    async def delete_file(self, account_id: str, file_id: str) -> None:
+        """Delete a file. Raises :class:`NotFound`, or :class:`Conflict` while a live job uses it."""
+        row = await self.get_file(account_id, file_id)
+        if not await self.store.delete_file(account_id, file_id):
+            raise Conflict(f"file {file_id} is used by a job that has not finished",
+                           param="file_id")
+        self._files.pop(file_id, None)
+        await trio.Path(row.path).unlink(missing_ok=True)
+
+    def file_path(self, file_id: str) -> str:
+        """Where a known file's bytes are (for the job actor)."""
+        return self._files[file_id].path
+
+    def file_format(self, file_id: str) -> Any:
+        """The format of a known file (for the job actor)."""
+        return self._files[file_id].format
+
+    # -- models --------------------------------------------------------------
+
+    def list_models(self) -> list[CatalogueModel]:
+        """The model catalogue."""
+        return self.catalogue.list()
+
+    # -- jobs ----------------------------------------------------------------
+
+    async def create_job(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> Job:
+        """Accept a job: it is stored as ``queued`` (``Starting``) before this returns.
+
+        Raises:
+            pydantic.ValidationError: the spec is malformed.
+            InvalidRequest: an unknown model, training file, or absurd setting.
+        """
+        if not isinstance(spec, JobSpec):
+            spec = JobSpec.model_validate(spec)
+        model = self.catalogue.resolve(spec.model)
+        file = await self.store.get_file(account_id, spec.training_file)
+        if file is None:
+            raise InvalidRequest(f"no training file {spec.training_file!r}",
+                                 param="training_file")
+        if spec.validation_file and not await self.store.get_file(account_id,
+                                                                  spec.validation_file):
+            raise InvalidRequest(f"no validation file {spec.validation_file!r}",
+                                 param="validation_file")
+        self._files[file.id] = file
+        max_steps = self._max_steps(spec, file.line_count)
+        plan = plan_for(model, spec)
+        estimate = estimate_time(plan, max_steps)
+        now = time.time()
+        job = Job(
+            id="ft-" + uuid.uuid4().hex[:24], account_id=account_id, spec=spec,
+            max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
+            estimate=estimate, price_estimate=estimate_price(plan, estimate),
+            created_at=int(now),
+        )
+        transition = lifecycle.apply(job, lifecycle.Created(now=now))
+        job = transition.job
+        await self.store.save_job(job, transition.events, insert=True)
+        await self._start_actor(job.id)
+        return job
+
+    def _max_steps(self, spec: JobSpec, line_count: int) -> int:
+        hp = spec.hyperparameters
+        if hp.max_steps is not None:
+            steps = hp.max_steps
+        else:
+            per_epoch = math.ceil(line_count / (hp.batch_size or DEFAULT_STEPS_BATCH))
+            steps = (hp.n_epochs or 3) * per_epoch
+        limit = self.settings.max_steps_limit
+        if steps > limit:
+            raise InvalidRequest(f"the job would train {steps} steps; the limit is {limit}",
+                                 param="hyperparameters.max_steps")
+        return steps
+
+    async def _start_actor(self, job_id: str) -> None:
+        if self._supervisor is None:
+            raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
+        job = await self.store.get_job(job_id)
+        if job is not None and job.spec.training_file not in self._files:
+            row = await self.store.get_file(job.account_id, job.spec.training_file)
+            if row is not None:
+                self._files[row.id] = row
+        await self._supervisor.start_child(JobActor, self, job_id, name=job_id,
+                                           restart=Restart.TRANSIENT)
+
+    async def get_job(self, account_id: str, job_id: str) -> Job:
+        """One of the account's jobs. Raises :class:`NotFound`."""
+        job = await self.store.get_job(job_id, account_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}", param="job_id")
+        return job
+
+    async def list_jobs(self, account_id: str, *, limit: int = 20,
+                        after: str | None = None) -> tuple[list[Job], bool]:
+        """The account's jobs, newest first, and whether more follow."""
+        return await self.store.list_jobs(account_id, limit=limit, after=after)
+
+    async def cancel_job(self, account_id: str, job_id: str) -> Job:
+        """Ask a job to stop; returns it ``cancelling`` (or already ``cancelled``).
+
+        Idempotent while the job is live.
+
+        Raises:
+            NotFound: no such job in the account.
+            InvalidTransition: the job has already finished (409).
+        """
+        job = await self.get_job(account_id, job_id)
+        ref = self._supervisor.lookup(job_id) if self._supervisor else None
+        if job.status.is_final or ref is None:
+            lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))
+            return job
+        try:
+            reply: Job = await ref.ask(CancelJob(), timeout=30.0)
+        except Exception:
+            latest = await self.get_job(account_id, job_id)
+            lifecycle.apply(latest, lifecycle.CancelRequested(now=time.time()))
+            raise
+        return reply
+
+    async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
+                          limit: int = 100) -> tuple[list[Event], bool]:
+        """A job's events, oldest first, with ``seq > after``; and whether more follow."""
+        await self.get_job(account_id, job_id)
+        rows = await self.store.items_after(job_id, after, kinds=("event",), limit=limit + 1)
+        events = [Event.model_validate(data) for _, _, data in rows[:limit]]
+        return events, len(rows) > limit
+
+    async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
+                       limit: int = 1000, attempt: int | None = None,
+                       ) -> tuple[list[LogLine], bool]:
+        """The training log of the current (or the given) attempt, oldest line first."""
+        job = await self.get_job(account_id, job_id)
+        rows = await self.store.items_after(job_id, after, kinds=("log",),
+                                            attempt=attempt or max(job.attempt, 1),
+                                            limit=limit + 1)
+        lines = [LogLine.model_validate(data) for _, _, data in rows[:limit]]
+        return lines, len(rows) > limit
+
+    async def stream(self, account_id: str, job_id: str, *, after: int = 0,
+                     ) -> AsyncIterator[Item]:
+        """Every update of a job with ``seq > after``, in order, until it ends.
+
+        Yields ``job`` items (the whole job object), ``event`` items and
+        ``log`` items. What happened before the call comes from the store
+        (only the latest job state, not every intermediate one); then live
+        updates follow from the bus with no gap and no repeat. Ends after the
+        job's final state.
+
+        Raises:
+            NotFound: no such job in the account.
+        """
+        await self.get_job(account_id, job_id)
+        cursor = after
+        while True:
+            with self.bus.subscribe(job_id=job_id) as subscription:
+                job = await self.get_job(account_id, job_id)
+                backlog = [Item(job_id, kind, seq, _public_item(job_id, kind, data))
+                           for kind, seq, data in await self.store.items_after(job_id, cursor)]
+                if job.state_seq > cursor:
+                    backlog.append(Item(job_id, "job", job.state_seq, job.public(now=time.time())))
+                backlog.sort(key=lambda item: item.seq)
+                for item in backlog:
+                    yield item
+                    cursor = item.seq
+                if job.status.is_final and cursor >= job.state_seq:
+                    return
+                try:
+                    while True:
+                        for item in await subscription.receive_batch():
+                            if item.seq <= cursor:
+                                continue
+                            yield item
+                            cursor = item.seq
+                            if item.kind == "job" and item.data["status"] in _FINAL:
+                                return
+                except Lagged:
+                    continue
+
+    async def wait_for_final(self, account_id: str, job_id: str) -> Job:
+        """Wait until the job reaches a final status and return it."""
+        async for _ in self.stream(account_id, job_id, after=0):
+            pass
+        return await self.get_job(account_id, job_id)
+
+
+_FINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def _public_item(job_id: str, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    if kind == "event":
+        return Event.model_validate(data).public(job_id)
+    return LogLine.model_validate(data).public()

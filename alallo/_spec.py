@@ -1,0 +1,136 @@
+"""What a user asks for: the job spec of ``POST /v1/fine_tuning/jobs``.
+
+Validated at the edge (rule 6 of the design): a bad spec raises pydantic's
+``ValidationError``, which the gateway answers with 422 naming the field.
+The OpenAI SDK's forms are accepted too: ``method`` as
+``{"type": "supervised", "supervised": {"hyperparameters": {...}}}`` and
+``"auto"`` for any hyperparameter (meaning: alallo chooses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "CommandTrainer",
+    "Hyperparameters",
+    "JobSpec",
+    "SimulatedTrainer",
+    "WandbIntegration",
+]
+
+MAX_EPOCHS = 100
+MAX_BATCH_SIZE = 1024
+MAX_LORA_RANK = 1024
+
+
+class Hyperparameters(BaseModel):
+    """Training settings; None (or ``"auto"``) lets alallo choose."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_epochs: int | None = Field(default=None, ge=1, le=MAX_EPOCHS)
+    """Passes over the training file; default 3 when ``max_steps`` is not set."""
+    max_steps: int | None = Field(default=None, ge=1)
+    """Optimizer steps in all; wins over ``n_epochs``."""
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Examples per step; default 4."""
+    learning_rate: float | None = Field(default=None, gt=0, le=1)
+    """Peak learning rate; default 1e-3 for LoRA, 1e-4 for full fine-tuning."""
+    lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK)
+    """Rank of the LoRA matrices; default 8."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_means_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: (None if v == "auto" else v) for k, v in data.items()}
+        return data
+
+
+class SimulatedTrainer(BaseModel):
+    """The simulated trainer with its knobs (for tests and load runs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["simulated"] = "simulated"
+    step_delay_s: float = Field(default=0.05, ge=0, le=60)
+    """Seconds each simulated step takes."""
+    fail_at_step: int | None = Field(default=None, ge=1)
+    """Crash with a platform error at this step (for failure drills)."""
+
+
+class CommandTrainer(BaseModel):
+    """Any command that speaks the trainer protocol (``docs/trainer-protocol.md``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] = Field(min_length=1)
+
+
+class WandbSettings(BaseModel):
+    """Where a job reports its metrics on Weights & Biases."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str = Field(min_length=1)
+    api_key: str | None = None
+    name: str | None = None
+    entity: str | None = None
+
+
+class WandbIntegration(BaseModel):
+    """``{"type": "wandb", "wandb": {...}}``, as the OpenAI API spells it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["wandb"]
+    wandb: WandbSettings
+
+
+class JobSpec(BaseModel):
+    """A fine-tuning job as submitted; see API.md for each field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    training_file: str = Field(min_length=1)
+    validation_file: str | None = None
+    name: str | None = Field(default=None, max_length=200)
+    suffix: str | None = Field(default=None, max_length=64)
+    method: Literal["supervised"] = "supervised"
+    adapter: Literal["lora", "full"] = "lora"
+    precision: Literal["16-bit", "4-bit"] = "16-bit"
+    goal: Literal["lowest_cost", "fastest_finish"] = "lowest_cost"
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+    integrations: list[WandbIntegration] = Field(default_factory=list)
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    trainer: Literal["trl", "simulated"] | SimulatedTrainer | CommandTrainer = "trl"
+    metadata: dict[str, str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_method_form(cls, data: Any) -> Any:
+        """Unfold OpenAI's ``method`` object into ``method`` + ``hyperparameters``."""
+        if not isinstance(data, dict) or not isinstance(data.get("method"), dict):
+            return data
+        data = dict(data)
+        method = data.pop("method")
+        kind = method.get("type", "supervised")
+        data["method"] = kind
+        nested = method.get(kind) or {}
+        if isinstance(nested, dict) and isinstance(nested.get("hyperparameters"), dict):
+            merged = dict(nested["hyperparameters"])
+            if isinstance(data.get("hyperparameters"), dict):
+                merged.update(data["hyperparameters"])
+            data["hyperparameters"] = merged
+        return data
+
+    @field_validator("trainer", mode="before")
+    @classmethod
+    def _trainer_name(cls, value: Any) -> Any:
+        if value == "simulated":
+            return SimulatedTrainer()
+        return value

@@ -1,0 +1,306 @@
+"""The store: accounts, files, jobs and their events and log, in SQL.
+
+SQLAlchemy Core over a SQLite file by default (any SQLAlchemy URL works;
+PostgreSQL is the many-process backend). SQLAlchemy's engine is synchronous,
+so each call runs in a worker thread (``trio.to_thread``); SQLite calls go
+one at a time, which is what SQLite wants from writers anyway.
+
+A job's events and log lines share one table of *items* keyed by
+``(job_id, seq)``: the per-job sequence number of the design's rule 4. The
+job row keeps the latest job state and its ``seq``.
+
+No SQLAlchemy exception leaves this module: an unreachable or broken
+database raises :class:`StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+import trio
+from sqlalchemy.exc import SQLAlchemyError
+
+from ._errors import AlalloError
+from ._job import Event, Job, LogLine
+
+__all__ = ["FileRow", "Store", "StoreUnavailable"]
+
+T = TypeVar("T")
+
+metadata = sa.MetaData()
+accounts = sa.Table(
+    "accounts", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("balance", sa.Float, nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
+)
+api_keys = sa.Table(
+    "api_keys", metadata,
+    sa.Column("key_hash", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.String(64), sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
+)
+files = sa.Table(
+    "files", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False, index=True),
+    sa.Column("filename", sa.String(500), nullable=False),
+    sa.Column("bytes", sa.Integer, nullable=False),
+    sa.Column("purpose", sa.String(32), nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("line_count", sa.Integer, nullable=False),
+    sa.Column("format", sa.String(32), nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("path", sa.String(1000), nullable=False),
+)
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False, index=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False, index=True),
+    sa.Column("training_file", sa.String(64), nullable=False, index=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+)
+job_items = sa.Table(
+    "job_items", metadata,
+    sa.Column("job_id", sa.String(64), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+)
+
+LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
+
+
+class StoreUnavailable(AlalloError):
+    """The database could not be reached or refused the change."""
+
+    code = "store_unavailable"
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A stored training file."""
+
+    id: str
+    account_id: str
+    filename: str
+    bytes: int
+    purpose: str
+    created_at: int
+    line_count: int
+    format: str
+    sha256: str
+    path: str
+
+    def public(self) -> dict[str, Any]:
+        """The file object of the HTTP API."""
+        return {
+            "id": self.id, "object": "file", "filename": self.filename, "bytes": self.bytes,
+            "purpose": self.purpose, "created_at": self.created_at,
+            "line_count": self.line_count, "format": self.format,
+            "status": "processed", "status_details": None,
+        }
+
+
+class Store:
+    """Durable state; every method is one transaction.
+
+    Open with :meth:`open`, close with :meth:`close` (the runtime does both).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        is_sqlite = url.startswith("sqlite")
+        self._engine = sa.create_engine(
+            url,
+            connect_args={"check_same_thread": False} if is_sqlite else {},
+            pool_pre_ping=not is_sqlite,
+        )
+        if is_sqlite:
+            sa.event.listen(self._engine, "connect", _sqlite_pragmas)
+        self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
+
+    def open(self) -> None:
+        """Create the schema if it is missing (sync: runs once at start-up)."""
+        self._sync(metadata.create_all, self._engine)
+
+    def close(self) -> None:
+        """Release every connection."""
+        self._engine.dispose()
+
+    # -- accounts and keys ---------------------------------------------------
+
+    async def ensure_account(self, account_id: str, name: str, balance: float, now: int) -> None:
+        """Create the account unless it exists."""
+        def run(c: sa.Connection) -> None:
+            if c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
+                return
+            c.execute(accounts.insert().values(id=account_id, name=name, balance=balance,
+                                               created_at=now))
+        await self._write(run)
+
+    async def add_api_key(self, key_hash: str, account_id: str, now: int) -> None:
+        """Register a key (by its hash) for an account; idempotent."""
+        def run(c: sa.Connection) -> None:
+            if not c.execute(sa.select(api_keys.c.key_hash)
+                             .where(api_keys.c.key_hash == key_hash)).first():
+                c.execute(api_keys.insert().values(key_hash=key_hash, account_id=account_id,
+                                                   created_at=now))
+        await self._write(run)
+
+    async def account_for_key(self, key_hash: str) -> str | None:
+        """The account a key belongs to, or None."""
+        def run(c: sa.Connection) -> str | None:
+            row = c.execute(sa.select(api_keys.c.account_id)
+                            .where(api_keys.c.key_hash == key_hash)).first()
+            return row[0] if row else None
+        return await self._read(run)
+
+    # -- files ---------------------------------------------------------------
+
+    async def insert_file(self, row: FileRow) -> None:
+        """Store a checked file's record."""
+        await self._write(lambda c: c.execute(files.insert().values(**row.__dict__)))
+
+    async def get_file(self, account_id: str, file_id: str) -> FileRow | None:
+        """One of the account's files, or None."""
+        def run(c: sa.Connection) -> FileRow | None:
+            row = c.execute(sa.select(files).where(files.c.id == file_id,
+                                                   files.c.account_id == account_id)).first()
+            return FileRow(**row._mapping) if row else None
+        return await self._read(run)
+
+    async def list_files(self, account_id: str) -> list[FileRow]:
+        """The account's files, newest first."""
+        def run(c: sa.Connection) -> list[FileRow]:
+            rows = c.execute(sa.select(files).where(files.c.account_id == account_id)
+                             .order_by(files.c.created_at.desc(), files.c.id.desc()))
+            return [FileRow(**r._mapping) for r in rows]
+        return await self._read(run)
+
+    async def delete_file(self, account_id: str, file_id: str) -> bool:
+        """Forget a file unless a live job uses it; True when it was deleted."""
+        def run(c: sa.Connection) -> bool:
+            in_use = c.execute(sa.select(jobs.c.id).where(
+                jobs.c.training_file == file_id, jobs.c.status.in_(LIVE_STATUSES))).first()
+            if in_use:
+                return False
+            c.execute(files.delete().where(files.c.id == file_id,
+                                           files.c.account_id == account_id))
+            return True
+        return await self._write(run)
+
+    # -- jobs ----------------------------------------------------------------
+
+    async def save_job(self, job: Job, events: Sequence[Event] = (),
+                       log: Sequence[LogLine] = (), *, insert: bool = False) -> None:
+        """Persist a job's new state with the events and log lines it made."""
+        values = {"status": job.status.value, "seq": job.seq, "state": job.model_dump_json()}
+
+        def run(c: sa.Connection) -> None:
+            if insert:
+                c.execute(jobs.insert().values(id=job.id, account_id=job.account_id,
+                                               created_at=job.created_at,
+                                               training_file=job.spec.training_file, **values))
+            else:
+                c.execute(jobs.update().where(jobs.c.id == job.id).values(**values))
+            rows = [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
+                     "data": e.model_dump_json()} for e in events]
+            rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
+                      "data": line.model_dump_json()} for line in log]
+            if rows:
+                c.execute(job_items.insert(), rows)
+        await self._write(run)
+
+    async def get_job(self, job_id: str, account_id: str | None = None) -> Job | None:
+        """A job by id (within an account when one is given), or None."""
+        def run(c: sa.Connection) -> Job | None:
+            query = sa.select(jobs.c.state).where(jobs.c.id == job_id)
+            if account_id is not None:
+                query = query.where(jobs.c.account_id == account_id)
+            row = c.execute(query).first()
+            return Job.model_validate_json(row[0]) if row else None
+        return await self._read(run)
+
+    async def list_jobs(self, account_id: str, *, limit: int,
+                        after: str | None = None) -> tuple[list[Job], bool]:
+        """The account's jobs, newest first, after the job ``after``; and whether more follow."""
+        def run(c: sa.Connection) -> tuple[list[Job], bool]:
+            query = sa.select(jobs.c.state).where(jobs.c.account_id == account_id)
+            if after is not None:
+                anchor = c.execute(sa.select(jobs.c.created_at, jobs.c.id)
+                                   .where(jobs.c.id == after)).first()
+                if anchor is not None:
+                    query = query.where(sa.tuple_(jobs.c.created_at, jobs.c.id)
+                                        < sa.tuple_(anchor[0], anchor[1]))
+            rows = c.execute(query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+                             .limit(limit + 1)).all()
+            found = [Job.model_validate_json(r[0]) for r in rows[:limit]]
+            return found, len(rows) > limit
+        return await self._read(run)
+
+    async def live_jobs(self) -> list[Job]:
+        """Every job not yet in a final status, oldest first."""
+        def run(c: sa.Connection) -> list[Job]:
+            rows = c.execute(sa.select(jobs.c.state).where(jobs.c.status.in_(LIVE_STATUSES))
+                             .order_by(jobs.c.created_at, jobs.c.id))
+            return [Job.model_validate_json(r[0]) for r in rows]
+        return await self._read(run)
+
+    async def items_after(self, job_id: str, after: int, *, kinds: Sequence[str] = ("event", "log"),
+                          attempt: int | None = None, limit: int | None = None,
+                          ) -> list[tuple[str, int, dict[str, Any]]]:
+        """A job's events and/or log lines with ``seq > after``, oldest first.
+
+        Returns ``(kind, seq, data)`` triples, ``data`` as the model's JSON dict.
+        """
+        def run(c: sa.Connection) -> list[tuple[str, int, dict[str, Any]]]:
+            query = (sa.select(job_items.c.kind, job_items.c.seq, job_items.c.data)
+                     .where(job_items.c.job_id == job_id, job_items.c.seq > after,
+                            job_items.c.kind.in_(kinds))
+                     .order_by(job_items.c.seq))
+            if attempt is not None:
+                query = query.where(job_items.c.attempt == attempt)
+            if limit is not None:
+                query = query.limit(limit)
+            return [(k, s, json.loads(d)) for k, s, d in c.execute(query)]
+        return await self._read(run)
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+        return await trio.to_thread.run_sync(self._sync_tx, fn, limiter=self._limiter)
+
+    _write = _read
+
+    def _sync_tx(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            with self._engine.begin() as connection:
+                return fn(connection)
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"the store failed: {exc.__class__.__name__}: {exc}") from exc
+
+    def _sync(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"the store failed: {exc}") from exc
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL keeps readers off the writer's back; NORMAL durability survives a
+    # killed process (only an OS crash may lose the last commits).
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()

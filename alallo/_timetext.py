@@ -1,0 +1,52 @@
+"""Time ranges and how the seeds write them ("40 min to 1.3 h")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ESTIMATE_MINUTES_BELOW_S", "TIME_LEFT_MINUTES_BELOW_S", "TimeRange", "format_duration"]
+
+ESTIMATE_MINUTES_BELOW_S = 3600.0
+"""Estimates write times under an hour in minutes (the seeds: "40 min to 1.3 h")."""
+TIME_LEFT_MINUTES_BELOW_S = 5400.0
+"""Time left writes times under 1.5 hours in minutes, longer ones in hours (the seeds)."""
+
+
+def format_duration(seconds: float, *, minutes_below: float = TIME_LEFT_MINUTES_BELOW_S) -> str:
+    """Write a duration as the seeds do: ``"40 min"`` or ``"1.3 h"``.
+
+    Times under ``minutes_below`` seconds are whole minutes (at least 1);
+    longer ones are hours with one decimal.
+    """
+    if seconds < minutes_below:
+        return f"{max(1, round(seconds / 60))} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class TimeRange(BaseModel):
+    """A range of seconds with its text, e.g. ``low_s=2400, high_s=4680, "40 min to 1.3 h"``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low_s: float
+    high_s: float
+    basis: Literal["estimate", "pace"] = "estimate"
+    minutes_below: float = ESTIMATE_MINUTES_BELOW_S
+
+    @property
+    def text(self) -> str:
+        """The range as the seeds write it; one value when both ends read the same."""
+        low = format_duration(self.low_s, minutes_below=self.minutes_below)
+        high = format_duration(self.high_s, minutes_below=self.minutes_below)
+        return low if low == high else f"{low} to {high}"
+
+    def public(self) -> dict[str, Any]:
+        """The API's ``{"low_s", "high_s", "text", "basis"}``."""
+        return {
+            "low_s": round(self.low_s),
+            "high_s": round(self.high_s),
+            "text": self.text,
+            "basis": self.basis,
+        }

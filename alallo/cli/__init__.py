@@ -1,0 +1,34 @@
+"""The ``alallo`` command line: ``alallo --help`` lists the commands.
+
+Every command talks to a server through :class:`alallo.client.Client`
+(``--url``, default ``ALALLO_URL`` or ``http://127.0.0.1:8000``), prints
+tables for people and ``--json`` for programs, and reports a failed request
+as one red line on stderr with exit status 1.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from alallo.cli._files import files_app
+from alallo.cli._jobs import estimate, jobs_app
+from alallo.cli._models import models_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    no_args_is_help=True,
+    help="alallo runs fine-tuning jobs and shows, live, where each one stands.",
+)
+app.add_typer(files_app, name="files")
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(models_app, name="models")
+app.command("estimate")(estimate)
+
+
+def main() -> None:
+    """The ``alallo`` program (``[project.scripts]``)."""
+    app()
+
+
+import alallo.cli._serve  # noqa: E402, F401  (registers `serve` and `demo` on `app`)

@@ -1,0 +1,115 @@
+"""``alallo files``: upload, list, show and delete training files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+    timestamp,
+)
+
+files_app = typer.Typer(no_args_is_help=True, help="Upload and manage training files (JSONL).")
+
+FileIdArgument = Annotated[str, typer.Argument(help="A file id, file-…", show_default=False)]
+
+
+@files_app.command("upload")
+def upload(
+    path: Annotated[
+        Path,
+        typer.Argument(exists=True, dir_okay=False, readable=True, help="A JSONL file."),
+    ],
+    purpose: Annotated[str, typer.Option(help="What the file is for.")] = "fine-tune",
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Upload a JSONL file; every line is checked, a bad one is named by its number."""
+    with open_client(url, api_key) as client:
+        uploaded = client.upload_file(path, purpose=purpose)
+    if as_json:
+        print_json(uploaded)
+        return
+    out = console()
+    out.print(f"[bold]{uploaded['id']}[/bold]", highlight=False)
+    out.print(_file_summary(uploaded), markup=False)
+
+
+@files_app.command("list")
+def list_files(
+    url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
+) -> None:
+    """List your files, with their line counts and formats."""
+    with open_client(url, api_key) as client:
+        page = client.list_files()
+    if as_json:
+        print_json(page)
+        return
+    table = Table("ID", "Filename", "Lines", "Format", "Bytes", "Status", "Created at")
+    for item in page["data"]:
+        table.add_row(
+            item["id"],
+            str(item.get("filename", "")),
+            str(item.get("line_count", "")),
+            str(item.get("format", "")),
+            str(item.get("bytes", "")),
+            str(item.get("status", "")),
+            timestamp(item.get("created_at")),
+        )
+    out = console()
+    out.print(table if page["data"] else "No files yet. Upload one with `alallo files upload PATH`.")
+
+
+@files_app.command("get")
+def get_file(
+    file_id: FileIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one file."""
+    with open_client(url, api_key) as client:
+        item = client.get_file(file_id)
+    if as_json:
+        print_json(item)
+        return
+    out = console()
+    out.print(f"[bold]{item['id']}[/bold]", highlight=False)
+    out.print(_file_summary(item), markup=False)
+    out.print(f"created at {timestamp(item.get('created_at'))}", markup=False)
+    if item.get("status_details"):
+        out.print(str(item["status_details"]), markup=False)
+
+
+@files_app.command("delete")
+def delete_file(
+    file_id: FileIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a file (refused while a live job uses it)."""
+    with open_client(url, api_key) as client:
+        answer = client.delete_file(file_id)
+    if as_json:
+        print_json(answer)
+        return
+    console().print(f"Deleted {file_id}", markup=False)
+
+
+def _file_summary(item: dict[str, Any]) -> str:
+    return (
+        f"{item.get('filename', '?')}: {item.get('line_count', '?')} lines, "
+        f"format {item.get('format', '?')}, {item.get('bytes', '?')} bytes, "
+        f"{item.get('status', '?')}"
+    )

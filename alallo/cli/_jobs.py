@@ -1,0 +1,381 @@
+"""``alallo jobs`` and ``alallo estimate``: create, follow, inspect and cancel jobs."""
+
+from __future__ import annotations
+
+import collections
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from alallo._status import JobStatus
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    money,
+    open_client,
+    percent_text,
+    price_text,
+    print_json,
+    progress_text,
+    status_text,
+    time_left_text,
+    timestamp,
+)
+from alallo.cli._watch import watch_job
+from alallo.client import Client, HyperparameterFields
+
+jobs_app = typer.Typer(no_args_is_help=True, help="Create, follow, inspect and cancel fine-tuning jobs.")
+
+LOG_TAIL_LINES = 20
+"""Lines of the training log that ``jobs get`` shows; ``jobs logs`` shows all."""
+NO_LOG_YET = "No log yet. It appears once training starts."
+
+JobIdArgument = Annotated[str, typer.Argument(help="A job id, ft-…", show_default=False)]
+ModelOption = Annotated[str, typer.Option("--model", help="A model id from `alallo models`.")]
+TrainingFileOption = Annotated[
+    str, typer.Option("--training-file", help="An uploaded file id, file-…")
+]
+AdapterOption = Annotated[
+    Literal["lora", "full"] | None, typer.Option(help="Train a LoRA adapter or all weights.")
+]
+PrecisionOption = Annotated[
+    Literal["16-bit", "4-bit"] | None, typer.Option(help="Precision of the weights.")
+]
+GoalOption = Annotated[
+    Literal["lowest_cost", "fastest_finish"] | None, typer.Option(help="What to optimise for.")
+]
+EpochsOption = Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the data.")]
+MaxStepsOption = Annotated[int | None, typer.Option(min=1, help="Steps to train (wins over --epochs).")]
+BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Examples per step.")]
+LearningRateOption = Annotated[float | None, typer.Option(min=0.0, help="Learning rate.")]
+LoraRankOption = Annotated[int | None, typer.Option(min=1, help="Rank of the LoRA matrices.")]
+
+
+@jobs_app.command("create")
+def create(
+    model: ModelOption,
+    training_file: TrainingFileOption,
+    adapter: AdapterOption = None,
+    precision: PrecisionOption = None,
+    goal: GoalOption = None,
+    epochs: EpochsOption = None,
+    max_steps: MaxStepsOption = None,
+    batch_size: BatchSizeOption = None,
+    learning_rate: LearningRateOption = None,
+    lora_rank: LoraRankOption = None,
+    validation_file: Annotated[str | None, typer.Option(help="A file id to evaluate on.")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the Jobs tab.")] = None,
+    suffix: Annotated[str | None, typer.Option(help="Added to the fine-tuned model's name.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    trainer: Annotated[
+        Literal["trl", "simulated"] | None, typer.Option(help="Real training or the simulator.")
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Follow the job until it ends.")] = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a fine-tuning job; it starts queued, with the message Starting."""
+    hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
+    with open_client(url, api_key) as client:
+        job = client.create_job(
+            model=model,
+            training_file=training_file,
+            validation_file=validation_file,
+            name=name,
+            suffix=suffix,
+            adapter=adapter,
+            precision=precision,
+            goal=goal,
+            hyperparameters=hyperparameters,
+            seed=seed,
+            trainer=trainer,
+        )
+        if as_json:
+            print_json(job)
+        else:
+            out = console()
+            out.print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+            estimate = job.get("estimate") or {}
+            if estimate.get("time") or estimate.get("price"):
+                out.print(f"Estimate: {_estimate_text(estimate)}", markup=False)
+        if watch:
+            _watch(client, job["id"])
+
+
+def estimate(
+    model: ModelOption,
+    training_file: Annotated[
+        str | None, typer.Option("--training-file", help="An uploaded file id, file-…")
+    ] = None,
+    adapter: AdapterOption = None,
+    precision: PrecisionOption = None,
+    goal: GoalOption = None,
+    epochs: EpochsOption = None,
+    max_steps: MaxStepsOption = None,
+    batch_size: BatchSizeOption = None,
+    learning_rate: LearningRateOption = None,
+    lora_rank: LoraRankOption = None,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Estimate time and price of a job without creating it."""
+    hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
+    with open_client(url, api_key) as client:
+        answer = client.estimate(
+            model=model,
+            training_file=training_file,
+            adapter=adapter,
+            precision=precision,
+            goal=goal,
+            hyperparameters=hyperparameters,
+        )
+    if as_json:
+        print_json(answer)
+        return
+    out = console()
+    if not answer.get("available", True):
+        out.print(Text(str(answer.get("reason") or "Not available right now."), style="yellow"))
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_row("Time", str((answer.get("time") or {}).get("text", "-")))
+    grid.add_row("Price", _price_range(answer.get("price") or {}))
+    plan = answer.get("plan") or {}
+    if plan:
+        grid.add_row(
+            "Plan",
+            f"{plan.get('devices', '?')} × {plan.get('device_type', '?')}, "
+            f"{plan.get('memory_gb', '?')} GB",
+        )
+    if answer.get("note"):
+        grid.add_row("Capacity", str(answer["note"]))
+    if answer.get("allowed_to_proceed") is False:
+        grid.add_row(
+            "Balance",
+            Text("The upper price exceeds your balance plus billing limit.", style="red"),
+        )
+    out.print(grid)
+
+
+@jobs_app.command("list")
+def list_jobs(
+    limit: Annotated[int, typer.Option(min=1, help="How many jobs, newest first.")] = 20,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List your jobs, newest first."""
+    with open_client(url, api_key) as client:
+        page = client.list_jobs(limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    if not page["data"]:
+        console().print("No jobs yet. Create one with `alallo jobs create`.", markup=False)
+        return
+    table = Table("ID", "Name", "Model", "Method", "Status", "Progress", "Time left", "Price")
+    for job in page["data"]:
+        table.add_row(
+            job["id"],
+            str(job.get("name") or ""),
+            str(job.get("model", "")),
+            _method_text(job),
+            status_text({"status": job.get("status")}),
+            percent_text(job),
+            time_left_text(job),
+            price_text(job),
+        )
+    console().print(table)
+
+
+@jobs_app.command("get")
+def get(
+    job_id: JobIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a job: status, progress, time left, price, checkpoint and the end of its log."""
+    with open_client(url, api_key) as client:
+        job = client.get_job(job_id)
+        if as_json:
+            print_json(job)
+            return
+        log = collections.deque(client.iter_log(job_id), maxlen=LOG_TAIL_LINES)
+        first_shown = log[0]["n"] if log else None
+    out = console()
+    out.print(Text.assemble((job["id"], "bold"), "  ", str(job.get("name") or "")))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_row("Status", status_text(job))
+    grid.add_row("Progress", progress_text(job))
+    grid.add_row("Time left (estimate)", time_left_text(job))
+    grid.add_row("Price", _price_detail(job))
+    checkpoint = job.get("checkpoint")
+    if checkpoint:
+        grid.add_row("Checkpoint", f"step {checkpoint.get('step')}, {timestamp(checkpoint.get('created_at'))}")
+    if job.get("fine_tuned_model"):
+        grid.add_row("Fine-tuned model", str(job["fine_tuned_model"]))
+    error = job.get("error")
+    if error:
+        grid.add_row("Error", Text(f"{error.get('code')}: {error.get('message')}", style="red"))
+    grid.add_row("Model", f"{job.get('model', '')} ({_method_text(job)})")
+    grid.add_row("Created at", timestamp(job.get("created_at")))
+    out.print(grid)
+    out.print()
+    if not log:
+        out.print(NO_LOG_YET, markup=False)
+        return
+    heading = "Log"
+    if first_shown not in (None, 0, 1):
+        heading += f" (the last {len(log)} lines; all of it: alallo jobs logs {job_id})"
+    out.print(Text(heading, style="bold"))
+    for line in log:
+        out.print(str(line.get("text", "")), markup=False, soft_wrap=True)
+
+
+@jobs_app.command("cancel")
+def cancel(
+    job_id: JobIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a job. A queued job costs nothing; a running one pays the steps done."""
+    with open_client(url, api_key) as client:
+        job = client.cancel_job(job_id)
+    if as_json:
+        print_json(job)
+        return
+    console().print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+
+
+@jobs_app.command("events")
+def events(
+    job_id: JobIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a job's events, oldest first: why it started, stopped or was cancelled."""
+    with open_client(url, api_key) as client:
+        items = list(client.iter_events(job_id))
+    if as_json:
+        print_json({"object": "list", "data": items, "has_more": False})
+        return
+    table = Table("Message", "Type", "Created at", "Hash")
+    for event in items:
+        style = {"warning": "yellow", "error": "red"}.get(str(event.get("level")), "")
+        table.add_row(
+            str(event.get("message", "")),
+            str(event.get("type", "")),
+            timestamp(event.get("created_at")),
+            str(event.get("hash") or ""),
+            style=style,
+        )
+    console().print(table)
+
+
+@jobs_app.command("logs")
+def logs(
+    job_id: JobIdArgument,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines until the job ends.")
+    ] = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Print a job's training log."""
+    with open_client(url, api_key) as client:
+        last = 0
+        for line in client.iter_log(job_id):
+            typer.echo(line.get("text", ""))
+            last = max(last, int(line.get("n", 0)))
+        if not follow:
+            if last == 0:
+                typer.echo(NO_LOG_YET)
+            return
+        try:
+            for item in client.stream_job(job_id):
+                # The stream may replay lines printed above; `n` tells them apart.
+                if item.kind == "log" and int(item.data.get("n", 0)) > last:
+                    typer.echo(item.data.get("text", ""))
+                    last = int(item.data.get("n", 0))
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+@jobs_app.command("watch")
+def watch(
+    job_id: JobIdArgument,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Follow a job live until it ends: status, progress bar, loss, time left, log.
+
+    Exits with 1 if the job failed.
+    """
+    with open_client(url, api_key) as client:
+        _watch(client, job_id)
+
+
+def _watch(client: Client, job_id: str) -> None:
+    try:
+        job = watch_job(client, job_id, console=console())
+    except KeyboardInterrupt:
+        console().print(
+            f"Stopped watching; the job goes on. Resume with `alallo jobs watch {job_id}`.",
+            markup=False,
+        )
+        raise typer.Exit(130) from None
+    if job.get("status") == JobStatus.FAILED:
+        raise typer.Exit(1)
+
+
+def _hyperparameters(
+    epochs: int | None,
+    max_steps: int | None,
+    batch_size: int | None,
+    learning_rate: float | None,
+    lora_rank: int | None,
+) -> HyperparameterFields:
+    return HyperparameterFields(
+        n_epochs=epochs,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        lora_rank=lora_rank,
+    )
+
+
+def _method_text(job: dict[str, Any]) -> str:
+    method = job.get("method")
+    parts = [method if isinstance(method, str) else None, job.get("adapter"), job.get("precision")]
+    return ", ".join(str(part) for part in parts if part)
+
+
+def _price_range(price: dict[str, Any]) -> str:
+    currency = price.get("currency")
+    return f"{money(price.get('low'), currency)}–{money(price.get('high'), currency)}"
+
+
+def _price_detail(job: dict[str, Any]) -> str:
+    price = job.get("price") or {}
+    currency = price.get("currency")
+    text = f"estimate {_price_range({**(price.get('estimate') or {}), 'currency': currency})}"
+    if price.get("charged") is not None:
+        text += f", charged {money(price['charged'], currency)}"
+    if price.get("refunded"):
+        text += f", refunded {money(price['refunded'], currency)}"
+    return text
+
+
+def _estimate_text(estimate: dict[str, Any]) -> str:
+    parts = [str((estimate.get("time") or {}).get("text") or "")]
+    if estimate.get("price"):
+        parts.append(_price_range(estimate["price"]))
+    return ", ".join(part for part in parts if part)

@@ -1,0 +1,126 @@
+"""``alallo serve`` and ``alallo demo``: the server, in one Trio process.
+
+This is the one module of ``alallo`` that imports ``gateway`` (the layering
+rule of the design: only the command line's server entry point may).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import trio
+import typer
+from rich.console import Console
+
+from alallo import Runtime, Settings
+from alallo.cli import app
+from alallo.cli._watch import watch_job
+from alallo.client import AlalloClientError, Client
+
+__all__ = ["demo", "serve"]
+
+SAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+DEMO_MODEL = "alallo/tiny-gpt2"
+
+HostOption = Annotated[str | None, typer.Option("--host", help="Address to listen on.",
+                                                show_default="127.0.0.1")]
+PortOption = Annotated[int | None, typer.Option("--port", help="Port to listen on (0: any free).",
+                                                show_default="8000")]
+DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Where alallo keeps its data.",
+                                                    show_default="./.alallo")]
+
+
+def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+    # Options given on the command line win over ALALLO_* variables.
+    given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
+    return Settings(**{k: v for k, v in given.items() if v is not None})
+
+
+async def _until_signal(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
+async def _run_server(settings: Settings, console: Console, *,
+                      then: Any = None) -> None:
+    from gateway import serve as serve_http
+
+    stop = trio.Event()
+    async with Runtime(settings) as runtime, trio.open_nursery() as nursery:
+        nursery.start_soon(_until_signal, stop)
+        try:
+            binds = await nursery.start(lambda task_status=trio.TASK_STATUS_IGNORED: serve_http(
+                runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
+                task_status=task_status))
+        except OSError as exc:
+            console.print(f"[red]Error: cannot listen on {settings.host}:{settings.port}: "
+                          f"{exc.strerror or exc}[/red]")
+            raise typer.Exit(1) from None
+        url = binds[0].replace("0.0.0.0", "127.0.0.1")
+        key_file = (settings.data_dir / "api-key").resolve()
+        console.print(f"alallo is serving at [bold]{url}[/bold]  (data in {settings.data_dir.resolve()})")
+        if runtime.api_key_created:
+            console.print(f"Your API key: [bold]{runtime.api_key}[/bold]  (saved in {key_file})")
+        else:
+            console.print(f"Your API key is in {key_file}")
+        if then is not None:
+            await then(url, runtime, stop)
+        await stop.wait()
+        nursery.cancel_scope.cancel()
+
+
+def serve(host: HostOption = None, port: PortOption = None,
+          data_dir: DataDirOption = None) -> None:
+    """Run the alallo server: the runtime and the HTTP gateway, until Ctrl-C."""
+    console = Console(highlight=False)
+    trio.run(_run_server, _settings(host, port, data_dir), console)
+
+
+def demo(
+    host: HostOption = None, port: PortOption = None, data_dir: DataDirOption = None,
+    exit_after: Annotated[bool, typer.Option("--exit", help="Stop once the job has ended.")] = False,
+) -> None:
+    """Start the server, fine-tune the tiny model on the sample data, and show it live."""
+    console = Console(highlight=False)
+    settings = _settings(host, port, data_dir)
+    outcome: dict[str, Any] = {}
+
+    async def run_job(url: str, runtime: Runtime, stop: trio.Event) -> None:
+        def follow() -> None:
+            with Client(url, api_key=runtime.api_key) as client:
+                file = client.upload_file(SAMPLE_DATA)
+                console.print(f"Uploaded {file['filename']}: {file['line_count']} examples "
+                              f"({file['format']}) as {file['id']}")
+                job = client.create_job(model=DEMO_MODEL, training_file=file["id"],
+                                        name="sample job")
+                console.print(f"Created job [bold]{job['id']}[/bold] on {DEMO_MODEL}: "
+                              f"{job['status']} ({job['message']}), "
+                              f"{job['progress']['max_steps']} steps, "
+                              f"estimate {job['estimate']['text']}")
+                outcome["job"] = watch_job(client, job["id"], console=console)
+
+        try:
+            await trio.to_thread.run_sync(follow, abandon_on_cancel=True)
+        except AlalloClientError as exc:
+            console.print(f"[red]Error: {exc}[/red]")
+            outcome["error"] = str(exc)
+        job = outcome.get("job")
+        if job and job.get("fine_tuned_model"):
+            console.print(f"The fine-tuned model is in [bold]{job['fine_tuned_model']}[/bold]")
+        console.print(f"Dashboard: {url}/   API: {url}/v1   (Ctrl-C to stop)"
+                      if not exit_after else "Done.")
+        if exit_after:
+            stop.set()
+
+    trio.run(lambda: _run_server(settings, console, then=run_job))
+    job = outcome.get("job")
+    if exit_after and (job is None or job.get("status") != "succeeded"):
+        raise typer.Exit(1)
+
+
+app.command("serve")(serve)
+app.command("demo")(demo)

@@ -1,0 +1,67 @@
+"""Settings: defaults embedded, overridden by ``ALALLO_*`` environment variables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
+
+DEFAULT_DATA_DIR = Path(".alallo")
+DEFAULT_PORT = 8000
+
+
+class Settings(BaseSettings):
+    """Everything an operator may set. Each field reads ``ALALLO_<FIELD>``.
+
+    Example: ``ALALLO_PORT=9000 alallo serve`` or
+    ``Settings(data_dir=tmp_path)`` when embedding the runtime.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ALALLO_", extra="ignore")
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    """Root of everything alallo keeps: the SQLite file, files, checkpoints, models."""
+    database_url: str | None = None
+    """SQLAlchemy URL of the store; None means ``sqlite:///<data_dir>/alallo.db``."""
+    host: str = "127.0.0.1"
+    """Address the gateway listens on."""
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    """TCP port the gateway listens on (0 picks a free one)."""
+    api_key: SecretStr | None = None
+    """The local account's API key; None creates one on first start (``<data_dir>/api-key``)."""
+    python: str = sys.executable
+    """The interpreter that runs the built-in trainers."""
+    max_concurrent_jobs: int = Field(default=1, ge=1)
+    """How many jobs the local CPU node trains at once; the rest wait in the queue."""
+    cancel_grace_s: float = Field(default=5.0, ge=0)
+    """Seconds a trainer gets after SIGTERM before it is killed (SIGKILL)."""
+    max_upload_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    """Largest training file accepted by ``POST /v1/files`` (bytes)."""
+    max_steps_limit: int = Field(default=1_000_000, gt=0)
+    """Largest ``max_steps`` a job may ask for; more is refused as absurd."""
+    default_balance: float = 1_000_000.0
+    """Balance (USD) of the local account when it is first created."""
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The store's URL, with the SQLite default filled in."""
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'alallo.db'}"
+
+    @property
+    def files_dir(self) -> Path:
+        """Uploaded training files, one per file id."""
+        return self.data_dir / "files"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Per-job work: config, checkpoints, the fine-tuned model."""
+        return self.data_dir / "jobs"
+
+    @property
+    def models_dir(self) -> Path:
+        """Base models alallo builds or caches locally (e.g. ``alallo/tiny-gpt2``)."""
+        return self.data_dir / "models"

@@ -1,0 +1,399 @@
+"""The real trainer: supervised fine-tuning with TRL's ``SFTTrainer``.
+
+``python -m alallo.trainers.trl CONFIG.json`` fine-tunes the local model
+``config.model`` on ``config.training_file`` and speaks the trainer protocol
+(:mod:`alallo.trainers._protocol`) on stdout:
+
+1. ``Log`` + ``Stage(model_loaded)`` (hash: the model's ``config.json``),
+   ``Stage(data_loaded)`` (hash: the training file), ``Stage(training_start)``;
+2. one ``Progress`` per optimizer step, carrying the loss (the mean since the
+   previous report, as ``Trainer`` logs it) every ``logging_steps`` and at the
+   last step, each with a ``Step N/M: loss X`` log line;
+3. a ``Checkpoint`` per ``Trainer`` checkpoint (``checkpoint_dir/checkpoint-<step>``,
+   every ``save_steps`` and at the last step; the newest two are kept);
+4. the model saved to ``output_dir`` (LoRA: the adapter; full: the whole
+   model; both with the tokenizer), then ``Done`` and exit 0.
+
+A bad data line or an impossible setting ends with ``Error(kind="user")``;
+anything else (out of memory included) with ``Error(kind="platform")`` and a
+traceback on stderr; both exit 1.
+
+LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
+architectures peft knows, and every linear layer otherwise. ``4-bit`` is
+QLoRA through bitsandbytes and needs CUDA. On CUDA training runs in bf16 when
+the GPU supports it; elsewhere on the CPU in fp32.
+
+Start-up is dominated by importing torch, transformers, peft and TRL (about
+6 s on a CPU machine): the data file is read and checked first, with the
+standard library only, so a bad file fails in well under a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pydantic import ValidationError
+
+from ._data import UserDataError, file_hash, read_rows
+from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["main"]
+
+_QUIET_ENV = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+}
+_SAVE_TOTAL_LIMIT = 2
+
+
+class _SettingsError(ValueError):
+    """A setting this trainer cannot honour here; reported as a user error."""
+
+
+class _Protocol:
+    """Writes protocol lines to the real stdout, given when entered.
+
+    Inside ``with _Protocol() as out:`` ``sys.stdout`` is stderr: libraries
+    print to stdout now and then (``Trainer``'s log printer, stray warnings),
+    and this keeps stdout protocol lines only.
+    """
+
+    def __init__(self) -> None:
+        self._stream: TextIO = sys.stdout
+
+    def __enter__(self) -> _Protocol:
+        self._stream = sys.stdout
+        sys.stdout = sys.stderr
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.stdout = self._stream
+
+    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error) -> None:
+        with contextlib.redirect_stdout(self._stream):
+            emit(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train as the config file ``argv[0]`` says; return the exit code.
+
+    Returns:
+        0 after a ``done`` line; 1 after an ``error`` line; 2 when the
+        command line is wrong (a message goes to stderr).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m alallo.trainers.trl CONFIG.json", file=sys.stderr)
+        return 2
+    for key, value in _QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    # The libraries' deprecation notices speak to this code's author, not to
+    # the user who reads the job's log.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    with _Protocol() as out:
+        try:
+            config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
+            _train(config, out)
+        except (UserDataError, _SettingsError) as exc:
+            out(Error(kind="user", message=str(exc)))
+            return 1
+        except ValidationError as exc:
+            out(Error(kind="user", message=f"invalid trainer config: {exc}"))
+            return 1
+        except Exception as exc:
+            traceback.print_exc()
+            out(Error(kind="platform", message=_platform_message(exc)))
+            return 1
+    return 0
+
+
+def _platform_message(exc: Exception) -> str:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.OutOfMemoryError):
+        return f"out of memory: {exc} (a smaller batch_size or max_seq_length needs less)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _train(config: TrainerConfig, out: _Protocol) -> None:
+    model_dir = Path(config.model)
+    if not (model_dir / "config.json").is_file():
+        raise RuntimeError(f"model directory {model_dir} has no config.json")
+    if config.precision == "4-bit" and config.adapter != "lora":
+        raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')
+    data_file = Path(config.training_file)
+    rows = read_rows(data_file, config.data_format)
+    resume_step = _checkpoint_step(Path(config.resume_from)) if config.resume_from else None
+
+    out(Log(text=f"Loading model {config.model_name}"))
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if config.precision == "4-bit" and not cuda:
+        raise _SettingsError('precision "4-bit" needs a GPU (QLoRA); this machine has none')
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    _quiet_libraries()
+    model, tokenizer = _load_model(config, bf16=bf16)
+    out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
+    if config.data_format == "messages" and not tokenizer.chat_template:
+        raise _SettingsError(
+            f"model {config.model_name} has no chat template, so it cannot train on "
+            'messages data: use the "text" or "prompt_completion" format'
+        )
+
+    from datasets import Dataset
+
+    dataset = Dataset.from_list(rows)
+    out(Log(text=f"Loaded {len(rows)} training examples"))
+    out(Stage(stage="data_loaded", hash=file_hash(data_file)))
+
+    max_length = config.max_seq_length
+    model_max = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(model_max, int) and max_length > model_max:
+        out(Log(text=f"max_seq_length {max_length} exceeds the model's {model_max}; using {model_max}"))
+        max_length = model_max
+    trainer = _build_trainer(config, model, tokenizer, dataset, out, max_length, cuda=cuda, bf16=bf16)
+
+    if resume_step is not None:
+        out(Log(text=f"Resuming from checkpoint at step {resume_step}"))
+    out(Stage(stage="training_start"))
+    trainer.train(resume_from_checkpoint=config.resume_from)
+    trainer.save_model(config.output_dir)
+    out(Log(text="Training complete"))
+    out(Done(model_path=config.output_dir, hash=_tree_hash(Path(config.output_dir))))
+
+
+def _quiet_libraries() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    import datasets
+
+    datasets.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+
+
+def _load_model(
+    config: TrainerConfig, *, bf16: bool
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    if config.precision == "4-bit":
+        kwargs["quantization_config"] = _bnb_config(bf16=bf16)
+        kwargs["device_map"] = {"": 0}
+    if bf16 and config.adapter == "lora":
+        # The frozen base can live in bf16; full fine-tuning keeps fp32
+        # master weights and trains under bf16 autocast instead.
+        kwargs["dtype"] = torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(config.model, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if config.precision == "4-bit":
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+    return model, tokenizer
+
+
+def _bnb_config(*, bf16: bool) -> Any:
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError("4-bit training needs the bitsandbytes package, which is not installed") from exc
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
+    )
+
+
+def _lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:
+    from peft import LoraConfig
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as KNOWN
+
+    model_type = getattr(model.config, "model_type", None)
+    # None lets peft pick its known modules for the architecture; GPT-2's
+    # c_attn is a Conv1D, whose weight is stored transposed (fan_in_fan_out).
+    targets: list[str] | str | None = None if model_type in KNOWN else "all-linear"
+    return LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=2 * config.lora_rank,
+        lora_dropout=0.0,
+        target_modules=targets,
+        fan_in_fan_out=model_type == "gpt2",
+        task_type="CAUSAL_LM",
+    )
+
+
+def _build_trainer(
+    config: TrainerConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    out: _Protocol,
+    max_length: int,
+    *,
+    cuda: bool,
+    bf16: bool,
+) -> Any:
+    from transformers import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(
+        output_dir=config.checkpoint_dir,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=1,
+        learning_rate=config.learning_rate,
+        logging_strategy="steps",
+        logging_steps=config.logging_steps,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=_SAVE_TOTAL_LIMIT,
+        seed=config.seed,
+        use_cpu=not cuda,
+        bf16=bf16,
+        fp16=False,
+        # TRL turns it on by default; it saves GPU memory at ~20% speed, and
+        # only costs time on a CPU. (transformers 5 renamed it from
+        # gradient_checkpointing, which now warns.)
+        activation_checkpointing=cuda,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=cuda,
+        max_length=max_length,
+        dataset_text_field="text",
+        packing=False,
+    )
+    peft_config = _lora_config(config, model) if config.adapter == "lora" else None
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[_progress_callback(out)],
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _progress_callback(out: _Protocol) -> Any:
+    from transformers import TrainerCallback
+
+    class _ProgressCallback(TrainerCallback):  # type: ignore[misc]
+        """Reports each step once, in order, with its loss on logging steps.
+
+        ``on_step_end`` runs before ``Trainer`` logs the step, so a logging
+        step is held back until ``on_log`` brings its loss; any hook after
+        that (save, next step, end) reports a held step without one.
+        """
+
+        def __init__(self) -> None:
+            self._reported = -1
+            self._held: int | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+            if state.global_step >= state.max_steps:
+                control.should_log = True  # the last step's loss, not just every logging_steps
+            if control.should_log:
+                self._held = state.global_step
+            else:
+                self._report(state, None)
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
+            if self._held == state.global_step and logs is not None and "loss" in logs:
+                self._held = None
+                self._report(state, float(logs["loss"]))
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            out(Checkpoint(step=state.global_step, path=str(path)))
+            out(Log(text=f"Checkpoint saved at step {state.global_step}"))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+
+        def _flush(self, state: Any) -> None:
+            if self._held is not None:
+                self._held = None
+                self._report(state, None)
+
+        def _report(self, state: Any, loss: float | None) -> None:
+            step = state.global_step
+            if step <= self._reported:
+                return
+            self._reported = step
+            out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
+            if loss is not None:
+                out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
+
+    return _ProgressCallback()
+
+
+def _checkpoint_step(path: Path) -> int:
+    try:
+        return int(json.loads((path / "trainer_state.json").read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(
+            f"cannot resume from {path}: expected a Trainer checkpoint directory "
+            f"with trainer_state.json ({exc})"
+        ) from exc
+
+
+def _tree_hash(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0")
+        digest.update(bytes.fromhex(_full_hash(path)))
+    return digest.hexdigest()[:16]
+
+
+def _full_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    _code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Tearing torch, transformers and datasets down at interpreter exit takes
+    # over a second; by now every file is written and closed, and the streams
+    # are flushed, so skip it.
+    os._exit(_code)

@@ -1,0 +1,10 @@
+"""gateway: the HTTP face of alallo (REST, Server-Sent Events), on Starlette.
+
+``build_app(runtime)`` is the ASGI app; ``serve(runtime, host=..., port=...)``
+runs it under Hypercorn's trio worker.
+"""
+
+from .app import build_app as build_app
+from .server import serve as serve
+
+__all__ = ["build_app", "serve"]

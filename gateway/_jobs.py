@@ -1,0 +1,82 @@
+"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, log; ``/v1/models``."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ._auth import account_of, runtime_of
+from ._body import json_object, query_int
+
+__all__ = [
+    "cancel_job", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
+]
+
+MAX_PAGE = 1000
+
+
+async def create_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs`` → the job, ``queued`` with message ``Starting``."""
+    account = await account_of(request)
+    body = await json_object(request)
+    job = await runtime_of(request).create_job(account, body)
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def list_jobs(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs?limit=&after=`` → newest first."""
+    account = await account_of(request)
+    limit = query_int(request, "limit", 20, low=1, high=MAX_PAGE)
+    jobs, more = await runtime_of(request).list_jobs(
+        account, limit=limit, after=request.query_params.get("after") or None)
+    now = time.time()
+    return JSONResponse({"object": "list", "data": [j.public(now=now) for j in jobs],
+                         "has_more": more})
+
+
+async def get_job(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}``."""
+    account = await account_of(request)
+    job = await runtime_of(request).get_job(account, request.path_params["job_id"])
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def cancel_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs/{job_id}/cancel``; 409 for a finished job."""
+    account = await account_of(request)
+    job = await runtime_of(request).cancel_job(account, request.path_params["job_id"])
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def job_events(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/events?after=&limit=``, oldest first."""
+    account = await account_of(request)
+    job_id = request.path_params["job_id"]
+    after = query_int(request, "after", 0, high=2**62)
+    limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
+    events, more = await runtime_of(request).list_events(account, job_id, after=after,
+                                                        limit=limit)
+    return JSONResponse({"object": "list", "data": [e.public(job_id) for e in events],
+                         "has_more": more})
+
+
+async def job_log(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/log?after=&limit=&attempt=``."""
+    account = await account_of(request)
+    after = query_int(request, "after", 0, high=2**62)
+    limit = query_int(request, "limit", 1000, low=1, high=10_000)
+    attempt = query_int(request, "attempt", 0, high=10_000) or None
+    lines, more = await runtime_of(request).read_log(
+        account, request.path_params["job_id"], after=after, limit=limit, attempt=attempt)
+    return JSONResponse({"object": "list", "data": [line.public() for line in lines],
+                         "lines": [line.public() for line in lines], "has_more": more})
+
+
+async def list_models(request: Request) -> JSONResponse:
+    """``GET /v1/models`` → the catalogue."""
+    await account_of(request)
+    models = runtime_of(request).list_models()
+    return JSONResponse({"object": "list", "data": [m.public() for m in models],
+                         "has_more": False})

@@ -1,0 +1,46 @@
+"""The Starlette application: the HTTP face of a :class:`alallo.Runtime`."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from alallo import Runtime
+
+from . import _files, _jobs
+from ._errors import EXCEPTION_HANDLERS
+from ._sse import job_stream
+
+__all__ = ["ROUTES", "build_app"]
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """``GET /healthz`` → ``{"status": "ok"}`` while the server can answer."""
+    return JSONResponse({"status": "ok"})
+
+
+ROUTES = [
+    Route("/healthz", healthz),
+    Route("/v1/files", _files.create_file, methods=["POST"]),
+    Route("/v1/files", _files.list_files, methods=["GET"]),
+    Route("/v1/files/{file_id}", _files.get_file, methods=["GET"]),
+    Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
+    Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
+    Route("/v1/models", _jobs.list_models, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs", _jobs.create_job, methods=["POST"]),
+    Route("/v1/fine_tuning/jobs", _jobs.list_jobs, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}", _jobs.get_job, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/cancel", _jobs.cancel_job, methods=["POST"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/events", _jobs.job_events, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/log", _jobs.job_log, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/stream", job_stream, methods=["GET"]),
+]
+
+
+def build_app(runtime: Runtime) -> Starlette:
+    """The ASGI app serving ``runtime`` (which must be open while the app serves)."""
+    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS)
+    app.state.runtime = runtime
+    return app

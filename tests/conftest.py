@@ -1,0 +1,18 @@
+"""Fixtures shared by the whole suite: a real alallo server in its own process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from support import LiveServer, start_server, stop_server
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server for the session (jobs of different tests do not interfere)."""
+    server = start_server(tmp_path_factory.mktemp("server") / "data",
+                          ALALLO_MAX_CONCURRENT_JOBS="4", ALALLO_CANCEL_GRACE_S="3")
+    yield server
+    stop_server(server)

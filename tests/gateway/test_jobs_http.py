@@ -1,0 +1,180 @@
+"""Job lifecycle over HTTP with the simulated trainer: resume, cancel, bad input."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from support import EXAMPLES, LiveServer, read_stream, statuses, upload
+
+
+@pytest.fixture
+async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
+                                 timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+async def file_id(client: httpx.AsyncClient) -> str:
+    response = await upload(client, EXAMPLES / "sample.jsonl")
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+async def create_simulated(client: httpx.AsyncClient, file_id: str, *, steps: int,
+                           step_delay_s: float) -> dict[str, Any]:
+    response = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file_id,
+        "hyperparameters": {"max_steps": steps},
+        "trainer": {"type": "simulated", "step_delay_s": step_delay_s},
+    })
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def wait_for_step(client: httpx.AsyncClient, job_id: str, step: int) -> dict[str, Any]:
+    with trio.fail_after(60):
+        while True:
+            job = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
+            if job["status"] == "running" and job["progress"]["step"] >= step:
+                return dict(job)
+            await trio.sleep(0.05)
+
+
+async def test_last_event_id_resumes_with_no_gap_and_no_repeat(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    job = await create_simulated(client, file_id, steps=40, step_delay_s=0.05)
+
+    first = await read_stream(client, job["id"], stop_after=12)
+    assert statuses(first)[-1] in {"queued", "running"}, "the first read must end mid-run"
+    rest = await read_stream(client, job["id"], last_event_id=first[-1][1])
+    whole = await read_stream(client, job["id"])
+
+    seen = first + rest
+    ids = [seq for _, seq, _ in seen]
+    assert ids == sorted(set(ids)), "no repeat, in order"
+    assert rest[-1][2]["status"] == "succeeded"
+
+    def records(items: list[tuple[str, int, dict[str, Any]]]) -> list[tuple[str, int]]:
+        return [(kind, seq) for kind, seq, _ in items if kind in {"event", "log"}]
+
+    assert records(seen) == records(whole), "events and log lines: no gap"
+
+
+async def test_stream_resumes_from_query_parameter_and_ends_after_final(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    job = await create_simulated(client, file_id, steps=5, step_delay_s=0.0)
+    whole = await read_stream(client, job["id"])
+    middle = whole[len(whole) // 2][1]
+    response = await client.get(f"/v1/fine_tuning/jobs/{job['id']}/stream",
+                                params={"lastEventID": middle})
+    assert response.status_code == 200
+    assert response.headers["last-event-id"] == str(middle)
+    ids = [int(line[4:]) for line in response.text.splitlines() if line.startswith("id: ")]
+    assert ids and min(ids) > middle and ids[-1] == whole[-1][1]
+
+
+def trainer_pids(job_id: str) -> list[int]:
+    """Processes whose command line names the job (its trainer config lives under its id)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if job_id.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+async def test_cancel_running_job_stops_the_trainer(client: httpx.AsyncClient,
+                                                    file_id: str) -> None:
+    job = await create_simulated(client, file_id, steps=10_000, step_delay_s=0.05)
+    await wait_for_step(client, job["id"], 3)
+    assert trainer_pids(job["id"]), "the trainer runs as a process"
+
+    response = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
+    assert response.status_code == 200
+    assert response.json()["status"] in {"cancelling", "cancelled"}
+
+    items = await read_stream(client, job["id"])
+    assert items[-1][2]["status"] == "cancelled"
+    types = [data["type"] for kind, _, data in items if kind == "event"]
+    assert types[-2:] == ["CANCEL_REQUESTED", "JOB_STOPPED"]
+    assert trainer_pids(job["id"]) == []
+
+    again = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == f"cannot cancel job {job['id']}: it is cancelled"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b'{"text": "ok"}\n[1, 2]\n', "line 2: expected a JSON object"),
+        (b'{"text": "ok"}\n{"text": "fine"}\n{"txt": "no"}\n', 'line 3: missing column "text"'),
+        (b'{"text": "ok"}\n{not json\n', "line 2: not valid JSON"),
+        (b"\n\n", "no examples"),
+        (b'{"messages": [{"role": "user"}]}\n', "line 1: messages[0].content"),
+    ],
+)
+async def test_bad_training_file_is_refused_and_not_stored(
+        client: httpx.AsyncClient, content: bytes, needle: str) -> None:
+    before = (await client.get("/v1/files")).json()["data"]
+    response = await upload(client, content=content)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert needle in error["message"] and error["param"] == "file"
+    assert (await client.get("/v1/files")).json()["data"] == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        ({"model": "no/such-model"}, 422, "model"),
+        ({"hyperparameters": {"n_epochs": -1}}, 422, "hyperparameters.n_epochs"),
+        ({"hyperparameters": {"max_steps": 10**9}}, 422, "hyperparameters.max_steps"),
+        ({"hyperparameters": {"learning_rate": 5}}, 422, "hyperparameters.learning_rate"),
+        ({"training_file": "file-nope"}, 422, "training_file"),
+        ({"adapter": "qlora"}, 422, "adapter"),
+        ({"surprise": 1}, 422, "surprise"),
+    ],
+)
+async def test_bad_job_spec_is_refused_and_creates_nothing(
+        client: httpx.AsyncClient, file_id: str, body: dict[str, Any], status: int,
+        param: str) -> None:
+    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    spec = {"model": "alallo/tiny-gpt2", "training_file": file_id, **body}
+    response = await client.post("/v1/fine_tuning/jobs", json=spec)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["param"] == param
+    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    assert len(after) == len(before)
+
+
+async def test_malformed_json_unknown_ids_and_missing_key(client: httpx.AsyncClient,
+                                                          live_server: LiveServer) -> None:
+    response = await client.post("/v1/fine_tuning/jobs", content=b"{oops",
+                                 headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+    for path in ("/v1/fine_tuning/jobs/ft-nope", "/v1/fine_tuning/jobs/ft-nope/events",
+                 "/v1/fine_tuning/jobs/ft-nope/stream", "/v1/files/file-nope"):
+        missing = await client.get(path)
+        assert missing.status_code == 404, path
+        assert missing.json()["error"]["param"] in {"job_id", "file_id"}
+    assert (await client.post("/v1/fine_tuning/jobs/ft-nope/cancel")).status_code == 404
+
+    async with httpx.AsyncClient(base_url=live_server.url) as anonymous:
+        assert (await anonymous.get("/v1/fine_tuning/jobs")).status_code == 401
+        wrong = await anonymous.get("/v1/models", headers={"Authorization": "Bearer sk-wrong"})
+        assert wrong.status_code == 401
+    assert (await client.get("/healthz")).json() == {"status": "ok"}

@@ -1,0 +1,75 @@
+"""The main job end to end over HTTP: upload, create, follow SSE to ``succeeded``.
+
+Real TRL training of the tiny model, in a real server process.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from support import EXAMPLES, LiveServer, read_stream, statuses, upload
+
+
+@pytest.fixture
+async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
+                                 timeout=30) as c:
+        yield c
+
+
+async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
+                                                   live_server: LiveServer) -> None:
+    file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
+    assert file["format"] == "text" and file["line_count"] == 48
+
+    created = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file["id"],
+        "hyperparameters": {"max_steps": 30, "batch_size": 4}, "seed": 1,
+    })
+    assert created.status_code == 200, created.text
+    job = created.json()
+    assert (job["status"], job["message"]) == ("queued", "Starting")
+    assert job["progress"] == {"step": 0, "max_steps": 30, "percent": 0.0,
+                               "epoch": None, "loss": None}
+
+    items = await read_stream(client, job["id"])
+
+    ids = [seq for _, seq, _ in items]
+    assert ids == sorted(set(ids)), "SSE ids must be strictly increasing"
+    assert statuses(items) == ["queued", "running", "succeeded"]
+    final = items[-1][2]
+    assert items[-1][0] == "job" and final["status"] == "succeeded"
+    assert final["progress"]["step"] == 30 and final["progress"]["percent"] == 100.0
+
+    log = [data["text"] for kind, _, data in items if kind == "log"]
+    loss_steps = [int(m.group(1)) for line in log if (m := re.search(r"Step (\d+)/30: loss", line))]
+    assert loss_steps == [10, 20, 30]
+
+    types = [data["type"] for kind, _, data in items if kind == "event"]
+    expected = ["JOB_PENDING", "JOB_START", "MODEL_DOWNLOAD_COMPLETE",
+                "TRAINING_DATA_DOWNLOAD_COMPLETE", "TRAINING_START", "CHECKPOINT_SAVE",
+                "TRAINING_COMPLETE", "JOB_COMPLETE"]
+    assert [t for t in types if t in expected and t != "CHECKPOINT_SAVE"] == [
+        t for t in expected if t != "CHECKPOINT_SAVE"]
+    assert types.count("CHECKPOINT_SAVE") == 3
+
+    # The events endpoint agrees with the stream, oldest first, with hashes where due.
+    events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events")).json()
+    assert [e["type"] for e in events["data"]] == types
+    assert all(e["hash"] for e in events["data"] if e["type"] == "CHECKPOINT_SAVE")
+
+    # The checkpoint and the fine-tuned model are on disk.
+    model_dir = Path(final["fine_tuned_model"])
+    assert model_dir.is_dir() and (model_dir / "adapter_config.json").is_file()
+    assert final["checkpoint"]["step"] == 30
+    checkpoints = live_server.data_dir / "jobs" / job["id"] / "checkpoints"
+    assert (checkpoints / "checkpoint-30").is_dir()
+
+    # The log endpoint serves the same lines.
+    served = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/log")).json()
+    assert [line["text"] for line in served["data"]] == log
