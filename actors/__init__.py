@@ -34,6 +34,13 @@ from ._supervisor import SupervisorStatistics as SupervisorStatistics
 from ._supervisor import open_supervisor as open_supervisor
 
 __all__ = [
+    "Actor",
+    "ActorError",
+    "ActorRef",
+    "ActorStopped",
+    "AskTimeout",
+    "Backoff",
+    "CheckpointStore",
     "DEFAULT_ASK_TIMEOUT",
     "DEFAULT_BACKOFF",
     "DEFAULT_DEAD_LETTER_HISTORY",
@@ -42,13 +49,6 @@ __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "DEFAULT_STOP_TIMEOUT",
     "DEFAULT_THROUGHPUT",
-    "Actor",
-    "ActorError",
-    "ActorRef",
-    "ActorStopped",
-    "AskTimeout",
-    "Backoff",
-    "CheckpointStore",
     "DeadLetter",
     "DeadLetterReason",
     "DeadLetters",

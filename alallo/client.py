@@ -259,30 +259,31 @@ class Client:
         return self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel")
 
     def list_events(
-        self, job_id: JobId, *, after: str | None = None, limit: int = EVENTS_PAGE_SIZE
+        self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
     ) -> _JsonObject:
-        """One page of a job's events, oldest first; ``after`` is the last event's id."""
+        """One page of a job's events, oldest first; ``after`` is the last event's ``seq``."""
         return self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=_page(limit, after)
         )
 
     def iter_events(self, job_id: JobId) -> Iterator[_JsonObject]:
         """All of a job's events, oldest first, fetching page after page."""
-        after: str | None = None
+        after: Seq | None = None
         while True:
             page = self.list_events(job_id, after=after)
             events: list[_JsonObject] = page["data"]
             yield from events
             if not page.get("has_more") or not events:
                 return
-            after = str(events[-1]["id"])
+            after = int(events[-1]["seq"])
 
     def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
     ) -> _JsonObject:
         """One page of the training log: ``data`` holds ``{"n", "at", "text"}`` lines.
 
-        ``after`` is the ``n`` of the last line seen. A job that has not started
+        ``after`` is the ``n`` of the last line seen (a line's ``n`` is its place
+        in the job's sequence, shared with events). A job that has not started
         training has an empty log.
         """
         return self._request(
@@ -291,7 +292,7 @@ class Client:
 
     def iter_log(self, job_id: JobId) -> Iterator[_JsonObject]:
         """Every line of the training log so far, oldest first."""
-        after: int | None = None
+        after: Seq | None = None
         while True:
             page = self.read_log(job_id, after=after)
             lines: list[_JsonObject] = page["data"]
@@ -306,9 +307,11 @@ class Client:
         Reads ``GET /v1/fine_tuning/jobs/{id}/stream`` (Server-Sent Events). When
         the connection drops, or the body ends before the job reached a final
         status, it reconnects with ``Last-Event-ID`` set to the last item seen,
-        so nothing is missed or repeated; it waits
-        :data:`STREAM_RECONNECT_DELAY_S`, doubling up to
-        :data:`STREAM_RECONNECT_MAX_DELAY_S` (or the server's ``retry:``), and
+        so nothing is missed or repeated. If the body ends cleanly and the job
+        turns out to be final already (a resume after its last item), the job
+        object is yielded once more and the stream ends. Between attempts it waits
+        :data:`STREAM_RECONNECT_DELAY_S` (or the server's ``retry:``), doubling
+        up to :data:`STREAM_RECONNECT_MAX_DELAY_S`, and
         gives up after :data:`STREAM_RECONNECT_ATTEMPTS` failures in a row. The
         loop is ours because retry libraries retry a call, not a half-consumed
         stream, and a clean end before the final status is no exception.
@@ -336,20 +339,28 @@ class Client:
                 for sse in self._open_stream(job_id, last):
                     if sse.retry is not None:
                         delay = sse.retry / 1000
+                    if sse.id.isdigit():
+                        last = int(sse.id)
+                    if not sse.data:
+                        continue  # WHATWG HTML 9.2.6: an event without data is not dispatched
                     item = _stream_item(sse)
-                    if item.seq >= 0:
-                        last = item.seq
-                    if item.kind == "job":
-                        final = _is_final(item.data)
+                    final = final or (item.kind == "job" and _is_final(item.data))
                     failures, received = 0, True
                     yield item
             except httpx.TransportError as exc:
-                if not received:
-                    # Never connected: say so now rather than after every attempt.
+                if isinstance(exc, httpx.ConnectError) and not received:
+                    # No server at all: say so now rather than after every attempt.
                     raise _transport_error(self.base_url, exc) from exc
                 cause = exc
-            if final:  # the final job object is the stream's last item
+            if final:  # the final job object is the last item the server sends
                 return
+            if cause is None:
+                # A clean end before the final job object: when resuming past
+                # it, the server has nothing left to send; look instead.
+                job = self._final_job_or_none(job_id)
+                if job is not None:
+                    yield StreamItem("job", -1 if last is None else last, job)
+                    return
             failures += 1
             if failures > STREAM_RECONNECT_ATTEMPTS:
                 raise ClientError(
@@ -357,6 +368,13 @@ class Client:
                     f"reconnect after {STREAM_RECONNECT_ATTEMPTS} attempts"
                 ) from cause
             time.sleep(min(delay * 2 ** (failures - 1), STREAM_RECONNECT_MAX_DELAY_S))
+
+    def _final_job_or_none(self, job_id: JobId) -> _JsonObject | None:
+        try:
+            job = self.get_job(job_id)
+        except ClientError:
+            return None
+        return job if _is_final(job) else None
 
     # -- operations --------------------------------------------------------------
 

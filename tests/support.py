@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,16 +44,18 @@ def _free_port() -> int:
 def start_server(data_dir: Path, **env: str) -> LiveServer:
     """Start ``alallo serve`` on a free port and wait until it answers /healthz."""
     port = _free_port()
-    log = (data_dir.parent / f"server-{port}.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "alallo", "serve", "--port", str(port), "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
-    )
+    log = data_dir.parent / f"server-{port}.log"
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "alallo", "serve", "--port", str(port),
+             "--data-dir", str(data_dir)],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env},
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}; see {log.name}")
+            raise RuntimeError(f"the server exited with {process.returncode}; see {log}")
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 break
@@ -95,10 +98,11 @@ async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: 
                             headers=headers, timeout=httpx.Timeout(120)) as source:
         assert source.response.status_code == 200
         assert source.response.headers["content-type"].startswith("text/event-stream")
-        async for sse in source.aiter_sse():
-            items.append((sse.event, int(sse.id), json.loads(sse.data)))
-            if stop_after is not None and len(items) >= stop_after:
-                break
+        async with contextlib.aclosing(source.aiter_sse()) as events:
+            async for sse in events:
+                items.append((sse.event, int(sse.id), json.loads(sse.data)))
+                if stop_after is not None and len(items) >= stop_after:
+                    break
     return items
 
 

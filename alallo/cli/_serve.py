@@ -6,10 +6,13 @@ rule of the design: only the command line's server entry point may).
 
 from __future__ import annotations
 
+import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import structlog
 import trio
 import typer
 from rich.console import Console
@@ -30,6 +33,14 @@ PortOption = Annotated[int | None, typer.Option("--port", help="Port to listen o
                                                 show_default="8000")]
 DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Where alallo keeps its data.",
                                                     show_default="./.alallo")]
+
+
+def _configure_logging(level: int) -> None:
+    # Operator logs go to stderr, so that stdout stays the user's (the demo's live bar).
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+    )
 
 
 def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
@@ -77,6 +88,7 @@ def serve(host: HostOption = None, port: PortOption = None,
           data_dir: DataDirOption = None) -> None:
     """Run the alallo server: the runtime and the HTTP gateway, until Ctrl-C."""
     console = Console(highlight=False)
+    _configure_logging(logging.INFO)
     trio.run(_run_server, _settings(host, port, data_dir), console)
 
 
@@ -86,6 +98,7 @@ def demo(
 ) -> None:
     """Start the server, fine-tune the tiny model on the sample data, and show it live."""
     console = Console(highlight=False)
+    _configure_logging(logging.WARNING)
     settings = _settings(host, port, data_dir)
     outcome: dict[str, Any] = {}
 

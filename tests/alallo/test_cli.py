@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,6 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import alallo.cli._common
-import alallo.client
 from alallo.cli import app
 from alallo.cli._watch import watch_job
 from alallo.client import Client
@@ -63,7 +63,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("ALALLO_URL", "ALALLO_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ALALLO_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(alallo.client.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: Fak
     def page(request: httpx.Request) -> httpx.Response:
         if request.url.params.get("after") is None:
             return httpx.Response(200, json=listing(*events[:2], has_more=True))
-        assert request.url.params["after"] == "ev-2"
+        assert request.url.params["after"] == "2"
         return httpx.Response(200, json=listing(events[2]))
 
     server.on("GET", "/v1/fine_tuning/jobs/ft-1/events", page)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-import alallo.client
 from alallo.client import ApiError, Client, ClientError, StreamItem
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -30,7 +30,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Reconnection waits, recorded instead of slept."""
     waits: list[float] = []
-    monkeypatch.setattr(alallo.client.time, "sleep", waits.append)
+    monkeypatch.setattr(time, "sleep", waits.append)
     return waits
 
 
@@ -147,11 +147,12 @@ def test_upload_of_a_missing_file_is_a_client_error(tmp_path: Path) -> None:
 
 
 def test_base_url_from_env_and_trailing_v1_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200))
     monkeypatch.setenv("ALALLO_URL", "http://elsewhere:9000/v1/")
-    assert Client(api_key="k").base_url == "http://elsewhere:9000"
-    assert Client("http://here:1", api_key="k").base_url == "http://here:1"
+    assert Client(transport=transport).base_url == "http://elsewhere:9000"
+    assert Client("http://here:1", transport=transport).base_url == "http://here:1"
     monkeypatch.delenv("ALALLO_URL")
-    assert Client(api_key="k").base_url == "http://127.0.0.1:8000"
+    assert Client(transport=transport).base_url == "http://127.0.0.1:8000"
 
 
 # -- the API key ----------------------------------------------------------------
@@ -201,20 +202,20 @@ def test_missing_key_says_how_to_get_one_but_healthz_needs_none(tmp_path: Path) 
 
 
 def test_iter_events_pages_through_all_oldest_first() -> None:
-    events = [{"id": f"ev-{n}", "seq": n, "type": "T", "message": f"m{n}"} for n in range(1, 6)]
+    events = [{"id": f"ft-1-event-{n}", "seq": n, "type": "T", "message": f"m{n}"} for n in (1, 2, 4, 7, 9)]
     afters: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         after = request.url.params.get("after")
         afters.append(after)
-        start = 0 if after is None else [e["id"] for e in events].index(after) + 1
+        start = 0 if after is None else [e["seq"] for e in events].index(int(after)) + 1
         page = events[start : start + 2]
         return httpx.Response(
             200, json={"object": "list", "data": page, "has_more": start + 2 < len(events)}
         )
 
-    assert [e["message"] for e in client_for(handler).iter_events("ft-1")] == ["m1", "m2", "m3", "m4", "m5"]
-    assert afters == [None, "ev-2", "ev-4"]
+    assert [e["message"] for e in client_for(handler).iter_events("ft-1")] == ["m1", "m2", "m4", "m7", "m9"]
+    assert afters == [None, "2", "7"]
 
 
 def test_iter_log_pages_by_line_number() -> None:
@@ -245,7 +246,7 @@ def test_stream_items_are_parsed_and_unknown_kinds_pass_through(
         ("log", 5, "not json"),
         ("job", 6, make_job(status="succeeded")),
     )
-    body = b": keep-alive\n\n" + body
+    body = b": keep-alive\n\nretry: 2000\n\n" + body  # neither is an item
     client = client_for(lambda request: httpx.Response(200, headers=SSE_HEADERS, content=body))
     items = list(client.stream_job("ft-1"))
     assert [(item.kind, item.seq) for item in items] == [
@@ -265,13 +266,15 @@ def test_stream_reconnects_with_last_event_id_until_the_final_status(
     make_job: JobFactory, sse_body: SseBody, sleeps: list[float]
 ) -> None:
     bodies = {
-        None: sse_body(("job", 1, make_job(status="queued")), ("log", 2, {"n": 1, "text": "a"})),
+        None: b"retry: 2000\n" + sse_body(("job", 1, make_job(status="queued")), ("log", 2, {"n": 2})),
         "2": sse_body(("job", 3, make_job(status="running"))),
-        "3": sse_body(("log", 4, {"n": 2, "text": "b"}), ("job", 5, make_job(status="succeeded"))),
+        "3": sse_body(("log", 4, {"n": 4, "text": "b"}), ("job", 5, make_job(status="succeeded"))),
     }
     last_ids: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/stream"):  # the client looks whether the job ended
+            return httpx.Response(200, json=make_job(status="running"))
         last_id = request.headers.get("last-event-id")
         last_ids.append(last_id)
         return httpx.Response(200, headers=SSE_HEADERS, content=bodies[last_id])
@@ -279,7 +282,19 @@ def test_stream_reconnects_with_last_event_id_until_the_final_status(
     items = list(client_for(handler).stream_job("ft-1"))
     assert [item.seq for item in items] == [1, 2, 3, 4, 5]
     assert last_ids == [None, "2", "3"]
-    assert sleeps == [0.5, 0.5]  # the wait restarts after every connection that delivered
+    assert sleeps == [2.0, 2.0]  # the server's retry; it restarts after each delivery
+
+
+def test_stream_resumed_past_the_final_item_ends_with_the_job(make_job: JobFactory, sleeps: list[float]) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/stream"):
+            assert request.headers["last-event-id"] == "30"
+            return httpx.Response(200, headers=SSE_HEADERS, content=b": ping\n\n")
+        return httpx.Response(200, json=make_job(status="cancelled"))
+
+    items = list(client_for(handler).stream_job("ft-1", last_event_id=30))
+    assert [(item.kind, item.seq, item.data["status"]) for item in items] == [("job", 30, "cancelled")]
+    assert sleeps == []
 
 
 def test_stream_resumes_after_a_dropped_connection(
@@ -308,7 +323,8 @@ def test_stream_starts_after_the_given_id_and_gives_up_after_bounded_attempts(
     last_ids: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        last_ids.append(request.headers.get("last-event-id"))
+        if request.url.path.endswith("/stream"):
+            last_ids.append(request.headers.get("last-event-id"))
         if len(last_ids) == 1:
             return httpx.Response(200, headers=SSE_HEADERS, content=sse_body(("job", 13, make_job())))
         raise httpx.ConnectError("Connection refused", request=request)

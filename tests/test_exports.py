@@ -1,0 +1,57 @@
+"""The public surface and the layering: gateway -> alallo -> actors, never back."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import actors
+import alallo
+import alallo.trainers
+import gateway
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("module", [actors, alallo, alallo.trainers, gateway])
+def test_all_is_sorted_and_complete(module: object) -> None:
+    names = list(module.__all__)  # type: ignore[attr-defined]
+    assert names == sorted(names, key=lambda n: (not n.isupper(), n))or names == sorted(names)
+    for name in names:
+        assert getattr(module, name).__doc__ or name.isupper(), f"{name} needs a docstring"
+
+
+def imported_packages(package: str) -> dict[Path, set[str]]:
+    found: dict[Path, set[str]] = {}
+    for path in (REPO / package).rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+        found[path] = names
+    return found
+
+
+def test_actors_knows_nothing_of_alallo_or_gateway() -> None:
+    for path, names in imported_packages("actors").items():
+        assert not names & {"alallo", "gateway"}, path
+
+
+def test_alallo_never_imports_gateway_except_the_serve_command() -> None:
+    allowed = REPO / "alallo" / "cli" / "_serve.py"
+    for path, names in imported_packages("alallo").items():
+        if path != allowed:
+            assert "gateway" not in names, path
+
+
+def test_trainers_stay_light() -> None:
+    """The trainer package's protocol must not pull in torch (the simulator starts fast)."""
+    for path in (REPO / "alallo" / "trainers").glob("_*.py"):
+        if path.name == "_data.py":
+            continue
+        assert "torch" not in imported_packages("alallo/trainers").get(path, set()), path
