@@ -243,12 +243,17 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
             if batch >= throughput:
                 batch = 0
                 await trio.lowlevel.checkpoint()
+                continue
             try:
                 item = receive_nowait()
                 batch += 1
             except trio.WouldBlock:
                 item = await mailbox.receive()
                 batch = 1
+                if self.stop_requested:
+                    # Handed over just before the stop: it was never handled, so no handler runs.
+                    self.mailbox.put_back(item)
+                    return
             if item is _Signal.STOP:
                 return
             if type(item) is Ask:

@@ -214,6 +214,12 @@ class Mailbox(Generic[ItemT]):
         received: ItemT = await trio.lowlevel.wait_task_rescheduled(abort)
         return received
 
+    def put_back(self, item: ItemT) -> None:
+        """Return a received ``item`` to the front of its lane, as if never received."""
+        if self._closed:
+            raise self._closed_error()
+        self._user.appendleft(item)
+
     def close(self) -> list[ItemT]:
         """Refuse all further items and return those still queued, control lane first.
 

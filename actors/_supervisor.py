@@ -70,7 +70,8 @@ class SupervisorStatistics:
     started: int
     """Incarnations started successfully, first starts and restarts alike."""
     restarted: int
-    """Incarnations started by a restart (not by `start_child` or `relocate`)."""
+    """Restarts attempted: incarnations begun by a restart, whether or not ``on_start`` then
+    succeeded (first starts and `Supervisor.relocate` are not restarts)."""
     crashed: int
     """Incarnations that ended with an exception."""
     relocated: int
@@ -427,6 +428,8 @@ class Supervisor:
             actor_incarnation = Incarnation(actor, mailbox_size=child.mailbox_size, **options)
             incarnation, run = actor_incarnation, actor_incarnation.run
         child.incarnation = incarnation
+        if why == "restart":
+            self._restarted += 1
         failure: BaseException | None = await self._nursery.start(run)
         if failure is not None:
             if why != "start":
@@ -434,7 +437,6 @@ class Supervisor:
             return failure
         self._started += 1
         if why == "restart":
-            self._restarted += 1
             _log.info(
                 "actor.restarted", actor=child.name, incarnation=child.number, supervisor=self._name
             )

@@ -447,14 +447,15 @@ def _find_api_key(data_dir: Path) -> str | None:
 def _raise_for_status(response: httpx.Response) -> None:
     if response.is_success:
         return
-    code, message, param = f"http_{response.status_code}", response.reason_phrase, None
     try:
         error = response.json()["error"]
         code, message, param = error["code"], error["message"], error.get("param")
     except (ValueError, KeyError, TypeError):
-        text = response.text.strip()
-        if text:
-            message = text[:200]
+        # Not alallo's error body (a proxy, or a path this server lacks): say where.
+        text = response.text.strip()[:200] or response.reason_phrase
+        request = response.request
+        code, message = f"http_{response.status_code}", f"{text} ({request.method} {request.url.path})"
+        param = None
     raise ApiError(response.status_code, str(code), str(message), param)
 
 

@@ -206,8 +206,11 @@ def get(
         if as_json:
             print_json(job)
             return
-        log = collections.deque(client.iter_log(job_id), maxlen=LOG_TAIL_LINES)
-        first_shown = log[0]["n"] if log else None
+        log: collections.deque[dict[str, Any]] = collections.deque(maxlen=LOG_TAIL_LINES)
+        total = 0
+        for line in client.iter_log(job_id):
+            log.append(line)
+            total += 1
     out = console()
     out.print(Text.assemble((job["id"], "bold"), "  ", str(job.get("name") or "")))
     grid = Table.grid(padding=(0, 2))
@@ -231,8 +234,8 @@ def get(
         out.print(NO_LOG_YET, markup=False)
         return
     heading = "Log"
-    if first_shown not in (None, 0, 1):
-        heading += f" (the last {len(log)} lines; all of it: alallo jobs logs {job_id})"
+    if total > len(log):
+        heading += f" (the last {len(log)} of {total} lines; all of it: alallo jobs logs {job_id})"
     out.print(Text(heading, style="bold"))
     for line in log:
         out.print(str(line.get("text", "")), markup=False, soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -84,6 +85,10 @@ class Counter(Actor[Msg]):
                 await message.until.wait()
         elif isinstance(message, Cancel):
             self.journal.add(f"cancel {self.name}")
+        elif isinstance(message, Spin):
+            end = time.monotonic() + message.seconds
+            while time.monotonic() < end:
+                pass
         return self.n
 
     async def on_stop(self) -> None:

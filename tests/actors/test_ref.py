@@ -231,7 +231,9 @@ async def test_stop_reaches_an_actor_whose_user_mailbox_is_full() -> None:
         assert sup.lookup("c") is None
 
 
-async def test_ask_without_timeout_still_ends_when_the_actor_stops() -> None:
+async def test_ask_without_timeout_still_ends_when_the_actor_stops(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with open_supervisor() as sup:
         ref = await sup.start_child(Counter, name="c", restart=Restart.TRANSIENT)
         await ref.tell(Block())

@@ -272,7 +272,7 @@ def test_jobs_get_shows_the_end_of_the_log(server: FakeServer, make_job: JobFact
     result = run("jobs", "get", "ft-1")
     lines = result.stdout.splitlines()
     assert "Fine-tuned model      alallo/tiny-gpt2:ft-1" in [line.rstrip() for line in lines]
-    assert "Log (the last 20 lines; all of it: alallo jobs logs ft-1)" in lines
+    assert "Log (the last 20 of 25 lines; all of it: alallo jobs logs ft-1)" in lines
     assert lines[-20:] == [line["text"] for line in log[-20:]]
 
 

@@ -66,7 +66,10 @@ def test_error_without_param_and_without_json_body() -> None:
     client = client_for(lambda request: httpx.Response(502, text="Bad Gateway from proxy"))
     with pytest.raises(ApiError) as caught:
         client.list_jobs()
-    assert (caught.value.code, caught.value.message) == ("http_502", "Bad Gateway from proxy")
+    assert (caught.value.code, caught.value.message) == (
+        "http_502",
+        "Bad Gateway from proxy (GET /v1/fine_tuning/jobs)",
+    )
 
 
 def test_connection_refused_says_to_start_the_server() -> None:

@@ -1,18 +1,25 @@
 """The TRL trainer, run for real as ``python -m alallo.trainers.trl`` on the tiny model.
 
 Each run is a subprocess, as the runtime starts it, and most of its cost is
-importing torch, transformers and TRL, so the runs are few and short.
+importing torch, transformers and TRL (several seconds of one CPU). So the
+runs are few and short, and the module starts them all at once in the
+background (:func:`runs`), a few at a time; each test waits for its own.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from alallo.trainers import (
     Checkpoint,
@@ -45,7 +52,7 @@ class _Run:
 
 def _config(tmp_path: Path, model: Path, data: Path, **overrides: Any) -> TrainerConfig:
     fields: dict[str, Any] = {
-        "job_id": "ft-test",
+        "job_id": f"ft-{tmp_path.name}",
         "model": str(model),
         "model_name": "alallo/tiny-gpt2",
         "training_file": str(data),
@@ -61,8 +68,9 @@ def _config(tmp_path: Path, model: Path, data: Path, **overrides: Any) -> Traine
     return TrainerConfig.model_validate({**fields, **overrides})
 
 
-def _run(config: TrainerConfig, tmp_path: Path) -> _Run:
-    config_file = tmp_path / f"config-{len(list(tmp_path.glob('config-*')))}.json"
+def _run(config: TrainerConfig) -> _Run:
+    config_file = Path(config.checkpoint_dir).parent / f"{config.job_id}.json"
+    config_file.parent.mkdir(parents=True, exist_ok=True)
     config_file.write_text(config.model_dump_json())
     done = subprocess.run(
         [sys.executable, "-m", "alallo.trainers.trl", str(config_file)],
@@ -75,6 +83,41 @@ def _run(config: TrainerConfig, tmp_path: Path) -> _Run:
     # stdout carries protocol lines only; library chatter goes to stderr.
     assert all(json.loads(line)["type"] for line in lines), done.stdout
     return _Run(done.returncode, [parse_line(line) for line in lines], done.stderr)
+
+
+@dataclass(frozen=True)
+class _Started:
+    config: TrainerConfig
+    future: Future[_Run]
+
+    def result(self) -> _Run:
+        return self.future.result()
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tiny_model: Path,
+    text_file: Path,
+    messages_file: Path,
+    prompt_completion_file: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, _Started]]:
+    """The module's independent runs, started in the background, by name."""
+    root = tmp_path_factory.mktemp("trl")
+    short = {"max_steps": 4, "logging_steps": 2, "save_steps": 4}
+    configs = {
+        # The resume test's first leg goes first: its second leg runs after it.
+        "resume-first": _config(root / "resume", tiny_model, text_file, max_steps=10),
+        "lora": _config(root / "lora", tiny_model, text_file, adapter="lora", lora_rank=4),
+        "full": _config(root / "full", tiny_model, text_file, adapter="full"),
+        "messages": _config(root / "messages", tiny_model, messages_file,
+                            data_format="messages", **short),
+        "prompt_completion": _config(root / "pc", tiny_model, prompt_completion_file,
+                                     data_format="prompt_completion", **short),
+        "4-bit": _config(root / "4bit", tiny_model, text_file, precision="4-bit"),
+    }
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        yield {name: _Started(c, pool.submit(_run, c)) for name, c in configs.items()}
 
 
 def _assert_trained(run: _Run, config: TrainerConfig, *, first_step: int = 1) -> None:
@@ -106,9 +149,8 @@ def _assert_trained(run: _Run, config: TrainerConfig, *, first_step: int = 1) ->
     assert done.hash is not None
 
 
-def test_lora_run_speaks_the_protocol(tiny_model: Path, text_file: Path, tmp_path: Path) -> None:
-    config = _config(tmp_path, tiny_model, text_file, adapter="lora", lora_rank=4)
-    run = _run(config, tmp_path)
+def test_lora_run_speaks_the_protocol(runs: dict[str, _Started]) -> None:
+    config, run = runs["lora"].config, runs["lora"].result()
     _assert_trained(run, config)
     assert [c.step for c in run.of(Checkpoint)] == [10, 20]
     output = Path(config.output_dir)
@@ -120,58 +162,54 @@ def test_lora_run_speaks_the_protocol(tiny_model: Path, text_file: Path, tmp_pat
     assert not (output / "model.safetensors").exists()
 
 
-def test_full_run_saves_a_changed_model(tiny_model: Path, text_file: Path, tmp_path: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM
+def test_full_run_saves_a_changed_model(runs: dict[str, _Started], tiny_model: Path) -> None:
+    from safetensors.numpy import load_file
 
-    config = _config(tmp_path, tiny_model, text_file, adapter="full")
-    run = _run(config, tmp_path)
+    config, run = runs["full"].config, runs["full"].result()
     _assert_trained(run, config)
     output = Path(config.output_dir)
     assert (output / "tokenizer.json").is_file()
-    trained = AutoModelForCausalLM.from_pretrained(output)
-    base = AutoModelForCausalLM.from_pretrained(tiny_model)
-    assert not torch.equal(
-        trained.transformer.h[0].attn.c_attn.weight, base.transformer.h[0].attn.c_attn.weight
-    )
+    assert not (output / "adapter_config.json").exists()
+    trained = load_file(output / "model.safetensors")
+    base = load_file(tiny_model / "model.safetensors")
+    name = "transformer.h.0.attn.c_attn.weight"
+    assert trained[name].shape == base[name].shape
+    assert (trained[name] != base[name]).any()
 
 
-def test_resume_continues_after_the_checkpoint(
-    tiny_model: Path, text_file: Path, tmp_path: Path
-) -> None:
-    first = _config(tmp_path, tiny_model, text_file, max_steps=10)
-    _assert_trained(_run(first, tmp_path), first)
+def test_resume_continues_after_the_checkpoint(runs: dict[str, _Started]) -> None:
+    first = runs["resume-first"].config
+    _assert_trained(runs["resume-first"].result(), first)
     checkpoint = Path(first.checkpoint_dir) / "checkpoint-10"
     second = first.model_copy(update={"max_steps": 20, "resume_from": str(checkpoint)})
-    run = _run(second, tmp_path)
+    run = _run(second)
     _assert_trained(run, second, first_step=11)
     assert "Resuming from checkpoint at step 10" in run.logs
     assert run.of(Progress)[0].step == 11
     assert [c.step for c in run.of(Checkpoint)] == [20]
 
 
-def test_messages_data_trains(tiny_model: Path, messages_file: Path, tmp_path: Path) -> None:
-    config = _config(
-        tmp_path, tiny_model, messages_file, data_format="messages",
-        max_steps=4, logging_steps=2, save_steps=4,
-    )
-    _assert_trained(_run(config, tmp_path), config)
+def test_messages_data_trains(runs: dict[str, _Started]) -> None:
+    _assert_trained(runs["messages"].result(), runs["messages"].config)
 
 
-def test_prompt_completion_data_trains(
-    tiny_model: Path, prompt_completion_file: Path, tmp_path: Path
-) -> None:
-    config = _config(
-        tmp_path, tiny_model, prompt_completion_file, data_format="prompt_completion",
-        max_steps=4, logging_steps=2, save_steps=4,
-    )
-    _assert_trained(_run(config, tmp_path), config)
+def test_prompt_completion_data_trains(runs: dict[str, _Started]) -> None:
+    _assert_trained(runs["prompt_completion"].result(), runs["prompt_completion"].config)
+
+
+def test_four_bit_without_a_gpu_is_a_user_error(runs: dict[str, _Started]) -> None:
+    run = runs["4-bit"].result()
+    assert run.returncode == 1
+    error = run.messages[-1]
+    assert isinstance(error, Error)
+    assert error.kind == "user"
+    assert "4-bit" in error.message and "GPU" in error.message
 
 
 def test_missing_column_is_a_user_error(
     tiny_model: Path, missing_column_file: Path, tmp_path: Path
 ) -> None:
-    run = _run(_config(tmp_path, tiny_model, missing_column_file), tmp_path)
+    run = _run(_config(tmp_path, tiny_model, missing_column_file))
     assert run.returncode == 1
     assert run.messages == [Error(kind="user", message='line 3: missing column "text"')]
 
@@ -179,20 +217,9 @@ def test_missing_column_is_a_user_error(
 def test_wrong_format_names_the_expected_column(
     tiny_model: Path, text_file: Path, tmp_path: Path
 ) -> None:
-    run = _run(_config(tmp_path, tiny_model, text_file, data_format="messages"), tmp_path)
+    run = _run(_config(tmp_path, tiny_model, text_file, data_format="messages"))
     assert run.returncode == 1
     assert run.messages == [Error(kind="user", message='line 1: missing column "messages"')]
-
-
-def test_four_bit_without_a_gpu_is_a_user_error(
-    tiny_model: Path, text_file: Path, tmp_path: Path
-) -> None:
-    run = _run(_config(tmp_path, tiny_model, text_file, precision="4-bit"), tmp_path)
-    assert run.returncode == 1
-    error = run.messages[-1]
-    assert isinstance(error, Error)
-    assert error.kind == "user"
-    assert "4-bit" in error.message and "GPU" in error.message
 
 
 def test_bad_config_is_a_user_error(tmp_path: Path) -> None:

@@ -1,0 +1,84 @@
+"""The embedding API: ``async with Runtime(settings)`` in a Trio program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from alallo import EventType, InvalidRequest, JobStatus, NotFound, Runtime, Settings, Unauthorized
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+
+
+def simulated(file_id: str, steps: int, delay: float) -> dict[str, object]:
+    return {"model": "alallo/tiny-gpt2", "training_file": file_id,
+            "hyperparameters": {"max_steps": steps},
+            "trainer": {"type": "simulated", "step_delay_s": delay}}
+
+
+async def test_embedded_job_streams_to_succeeded(tmp_path: Path) -> None:
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, simulated(file.id, 12, 0.0))
+        kinds = []
+        with trio.fail_after(30):
+            async for item in rt.stream(account, job.id):
+                kinds.append((item.kind, item.data.get("status") or item.data.get("type")))
+        assert kinds[-1] == ("job", "succeeded")
+        done = await rt.get_job(account, job.id)
+        assert done.status is JobStatus.SUCCEEDED and done.progress.step == 12
+        assert Path(done.fine_tuned_model or "").is_dir()
+
+
+async def test_api_key_file_is_private_and_reused(tmp_path: Path) -> None:
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        first = rt.api_key
+        assert rt.api_key_created
+    key_file = tmp_path / "api-key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        assert rt.api_key == first and not rt.api_key_created
+        with pytest.raises(Unauthorized):
+            await rt.authenticate("sk-alallo-wrong")
+
+
+async def test_accounts_do_not_see_each_other(tmp_path: Path) -> None:
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        with pytest.raises(NotFound):
+            await rt.get_file("acct-other", file.id)
+        with pytest.raises(InvalidRequest, match="no training file"):
+            await rt.create_job("acct-other", simulated(file.id, 3, 0.0))
+
+
+async def test_running_job_resumes_from_its_checkpoint_after_a_restart(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    async with Runtime(settings) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, simulated(file.id, 40, 0.05))
+        with trio.fail_after(30):
+            async for item in rt.stream(account, job.id):
+                if item.kind == "event" and item.data["type"] == "CHECKPOINT_SAVE":
+                    break
+    stopped = None
+    async with Runtime(settings) as rt:
+        with trio.fail_after(30):
+            stopped = await rt.get_job(account, job.id)
+            assert stopped.checkpoint is not None and stopped.checkpoint.step == 10
+            final = await rt.wait_for_final(account, job.id)
+        assert final.status is JobStatus.SUCCEEDED and final.attempt == 2
+        events, _ = await rt.list_events(account, job.id, limit=1000)
+        restarted = [e for e in events if e.type is EventType.JOB_RESTARTED]
+        assert len(restarted) == 1
+        assert restarted[0].message == ("Job restarted from the checkpoint at step 10: "
+                                        "the server restarted")
+        second_run, _ = await rt.read_log(account, job.id, attempt=2)
+        assert any(line.text.startswith("Resuming from checkpoint at step 10")
+                   for line in second_run)
+        first_run, _ = await rt.read_log(account, job.id, attempt=1)
+        assert first_run and not any("Resuming" in line.text for line in first_run)
