@@ -305,8 +305,12 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
                             error=repr(exc),
                         )
         if self.cause is None:
-            _log.info("actor.stopped", actor=self.name, incarnation=self.number,
-                      supervisor=self.supervisor)
+            _log.info(
+                "actor.stopped",
+                actor=self.name,
+                incarnation=self.number,
+                supervisor=self.supervisor,
+            )
         else:
             _log.warning(
                 "actor.crashed",

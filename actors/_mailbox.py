@@ -88,9 +88,11 @@ class Mailbox(Generic[ItemT]):
             raise ValueError(f"capacity must be >= 0, got {capacity}")
         self._capacity = capacity
         self._closed_error = closed_error
-        self._user: deque[ItemT] = deque()
-        self._control: deque[ItemT] | None = None  # created on first use: most never need it
-        self._send_tasks: OrderedDict[trio.lowlevel.Task, ItemT] = OrderedDict()
+        # Lanes and the waiting room are created on first use: an actor that keeps up receives
+        # every item directly, and idle actors are what there are many of.
+        self._user: deque[ItemT] | None = None
+        self._control: deque[ItemT] | None = None
+        self._send_tasks: OrderedDict[trio.lowlevel.Task, ItemT] | None = None
         self._receiver: trio.lowlevel.Task | None = None
         self._closed = False
         self._peak = 0
@@ -115,6 +117,8 @@ class Mailbox(Generic[ItemT]):
             trio.lowlevel.reschedule(receiver, Value(item))
             return
         user = self._user
+        if user is None:
+            user = self._user = deque()
         if len(user) < self._capacity:
             user.append(item)
             if len(user) > self._peak:
@@ -140,10 +144,13 @@ class Mailbox(Generic[ItemT]):
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         task = trio.lowlevel.current_task()
-        self._send_tasks[task] = item
+        send_tasks = self._send_tasks
+        if send_tasks is None:
+            send_tasks = self._send_tasks = OrderedDict()
+        send_tasks[task] = item
 
         def abort(_: object) -> trio.lowlevel.Abort:
-            del self._send_tasks[task]
+            del send_tasks[task]
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
@@ -175,12 +182,17 @@ class Mailbox(Generic[ItemT]):
         if control:
             return control.popleft()
         user = self._user
-        if self._send_tasks:
+        if user:
+            item = user.popleft()
+            if self._send_tasks:
+                task, waiting = self._send_tasks.popitem(last=False)
+                trio.lowlevel.reschedule(task)
+                user.append(waiting)
+            return item
+        if self._send_tasks:  # capacity 0: take straight from the first waiting sender
             task, waiting = self._send_tasks.popitem(last=False)
             trio.lowlevel.reschedule(task)
-            user.append(waiting)
-        if user:
-            return user.popleft()
+            return waiting
         raise trio.WouldBlock
 
     async def receive(self) -> ItemT:
@@ -204,20 +216,20 @@ class Mailbox(Generic[ItemT]):
             raise trio.ClosedResourceError("mailbox is closed")
         if self._receiver is not None:
             raise RuntimeError("another task is already receiving from this mailbox")
-        task = trio.lowlevel.current_task()
-        self._receiver = task
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._receiver = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        received: ItemT = await trio.lowlevel.wait_task_rescheduled(abort)
+        self._receiver = trio.lowlevel.current_task()
+        received: ItemT = await trio.lowlevel.wait_task_rescheduled(self._abort_receive)
         return received
 
+    def _abort_receive(self, _: object) -> trio.lowlevel.Abort:
+        self._receiver = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
     def put_back(self, item: ItemT) -> None:
-        """Return a received ``item`` to the front of its lane, as if never received."""
+        """Return a received ``item`` to the front of the user lane, as if never received."""
         if self._closed:
             raise self._closed_error()
+        if self._user is None:
+            self._user = deque()
         self._user.appendleft(item)
 
     def close(self) -> list[ItemT]:
@@ -237,8 +249,9 @@ class Mailbox(Generic[ItemT]):
         if self._control:
             leftover.extend(self._control)
             self._control.clear()
-        leftover.extend(self._user)
-        self._user.clear()
+        if self._user:
+            leftover.extend(self._user)
+            self._user.clear()
         while self._send_tasks:
             task, _ = self._send_tasks.popitem(last=False)
             trio.lowlevel.reschedule(task, Error(self._closed_error()))
@@ -251,10 +264,10 @@ class Mailbox(Generic[ItemT]):
         """Return a `MailboxStatistics` snapshot of this mailbox."""
         return MailboxStatistics(
             capacity=self._capacity,
-            user_queued=len(self._user),
+            user_queued=len(self._user) if self._user else 0,
             control_queued=len(self._control) if self._control else 0,
             peak_user_queued=self._peak,
-            senders_waiting=len(self._send_tasks),
+            senders_waiting=len(self._send_tasks) if self._send_tasks else 0,
             receiver_waiting=self._receiver is not None,
             closed=self._closed,
         )

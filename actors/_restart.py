@@ -38,6 +38,11 @@ class Restart(enum.Enum):
     """Never restarted, not even when a sibling's crash restarts the group; it is removed."""
 
 
+def restarts(restart: Restart, *, crashed: bool) -> bool:
+    """Whether a child of type ``restart`` comes back after its incarnation ended."""
+    return restart is Restart.PERMANENT or (restart is Restart.TRANSIENT and crashed)
+
+
 class Strategy(enum.Enum):
     """Which children a supervisor restarts when one must be restarted (OTP's ``strategy``)."""
 

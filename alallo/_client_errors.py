@@ -44,9 +44,7 @@ class ApiError(AlalloClientError):
         param: The dotted path of the field at fault, or None.
     """
 
-    def __init__(
-        self, status_code: int, code: str, message: str, param: str | None = None
-    ) -> None:
+    def __init__(self, status_code: int, code: str, message: str, param: str | None = None) -> None:
         self.status_code = status_code
         self.code = code
         self.message = message

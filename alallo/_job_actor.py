@@ -25,7 +25,7 @@ from ._job import Event, Job, LogLine
 from ._spec import CommandTrainer, SimulatedTrainer
 from ._status import JobStatus
 from ._trainer_process import TrainerProcess
-from .trainers import Log, TrainerConfig, parse_line
+from .trainers import Error, Log, TrainerConfig, parse_line
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -180,7 +180,12 @@ class JobActor(Actor[JobMessage]):
                     output_log=attempt_dir / "trainer-output.log",
                     grace_s=self._rt.settings.cancel_grace_s,
                 )
-                await process.run(self._line)
+                try:
+                    await process.run(self._line)
+                except OSError as exc:  # the command is missing or not executable
+                    await self.ref.tell(_TrainerLine(Error(
+                        kind="user", message=f"cannot start the trainer: {exc}",
+                    ).model_dump_json()))
         self._run_scope = None
         await self.ref.tell(_TrainerEnded(process.returncode if process else None))
 

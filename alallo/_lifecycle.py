@@ -218,7 +218,7 @@ def _progress(job: Job, message: TrainerProgress, now: float) -> Transition:
 
 def _exited(job: Job, returncode: int | None, now: float) -> Transition:
     final: dict[str, object] = {"finished_at": int(now), "message": None}
-    if job.status is JobStatus.CANCELLING or returncode is None:
+    if job.status is JobStatus.CANCELLING:
         return _emit(job, {**final, "status": JobStatus.CANCELLED}, now,
                      (EventType.JOB_STOPPED, "Job stopped due to cancel request", None))
     error = job.trainer_error
@@ -247,7 +247,9 @@ def _exited(job: Job, returncode: int | None, now: float) -> Transition:
     )
 
 
-def _exit_reason(returncode: int) -> str:
+def _exit_reason(returncode: int | None) -> str:
+    if returncode is None:
+        return "the trainer could not start"
     if returncode < 0:
         return f"the trainer was killed by signal {-returncode}"
     return f"the trainer exited with code {returncode}"

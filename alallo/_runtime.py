@@ -47,6 +47,7 @@ __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 LOCAL_ACCOUNT = "acct-local"
 """The account of the embedded default; its key is in ``<data_dir>/api-key``."""
 DEFAULT_STEPS_BATCH = 4
+NO_CAPACITY_NOTE = "No capacity is free right now; the job would wait in the queue."
 
 log = structlog.get_logger("alallo.runtime")
 
@@ -227,6 +228,40 @@ class Runtime:
         await self.store.save_job(job, transition.events, insert=True)
         await self._start_actor(job.id)
         return job
+
+    async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+        """Estimate time and price of a job spec without creating it.
+
+        Returns the estimate object of API.md: ``available``, ``reason``,
+        ``time``, ``price``, ``capacity_free``, ``note``, ``plan``,
+        ``allowed_to_proceed`` (false when the upper price exceeds the balance).
+
+        Raises:
+            pydantic.ValidationError, InvalidRequest: as :meth:`create_job`.
+        """
+        if not isinstance(spec, JobSpec):
+            spec = JobSpec.model_validate(spec)
+        model = self.catalogue.resolve(spec.model)
+        file = await self.store.get_file(account_id, spec.training_file)
+        if file is None:
+            raise InvalidRequest(f"no training file {spec.training_file!r}",
+                                 param="training_file")
+        plan = plan_for(model, spec)
+        time_range = estimate_time(plan, self._max_steps(spec, file.line_count))
+        low, high = estimate_price(plan, time_range)
+        free = self.capacity.value > 0
+        balance = await self.store.balance(account_id)
+        return {
+            "available": True,
+            "reason": None,
+            "time": time_range.public(),
+            "price": {"low": low, "high": high, "currency": "USD"},
+            "capacity_free": free,
+            "note": None if free else NO_CAPACITY_NOTE,
+            "plan": {"devices": plan.devices, "device_type": plan.device_type,
+                     "memory_gb": plan.memory_gb},
+            "allowed_to_proceed": high <= balance,
+        }
 
     def _max_steps(self, spec: JobSpec, line_count: int) -> int:
         hp = spec.hyperparameters

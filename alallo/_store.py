@@ -157,6 +157,14 @@ class Store:
                                                    created_at=now))
         await self._write(run)
 
+    async def balance(self, account_id: str) -> float:
+        """The account's balance in USD (0 for an unknown account)."""
+        def run(c: sa.Connection) -> float:
+            row = c.execute(sa.select(accounts.c.balance)
+                            .where(accounts.c.id == account_id)).first()
+            return float(row[0]) if row else 0.0
+        return await self._read(run)
+
     async def account_for_key(self, key_hash: str) -> str | None:
         """The account a key belongs to, or None."""
         def run(c: sa.Connection) -> str | None:

@@ -5,6 +5,12 @@ stopping it stops whatever it started too (data loader workers, compilers).
 On Linux it also gets a parent-death signal (``PR_SET_PDEATHSIG``): if this
 server dies, even by ``kill -9``, the kernel sends the trainer SIGKILL.
 Stopping is SIGTERM to the group, then SIGKILL after a grace period.
+
+Why not ``trio.lowlevel.open_process``: it forks from a worker thread, and
+the parent-death signal fires when the *thread* that forked the child ends
+(prctl(2)), so trio's thread cache retiring that worker after ~10 idle
+seconds killed every trainer. We fork from the Trio thread instead (a few
+milliseconds of blocking per job start) and wait on a pidfd, as trio does.
 """
 
 from __future__ import annotations
@@ -60,19 +66,25 @@ class TrainerProcess:
         """
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
                **(self.env or {})}
-        process = await trio.lowlevel.open_process(
-            self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
+        read_end, write_end = os.pipe()
+        try:
+            process = subprocess.Popen(
+                self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=write_end, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
         self.pid = process.pid
         try:
-            assert process.stdout is not None  # we asked for a pipe
-            with self.output_log.open("ab") as raw:
+            async with trio.lowlevel.FdStream(read_end) as stdout, \
+                    await trio.open_file(self.output_log, "ab") as raw:
                 pending = b""
-                async for chunk in process.stdout:
-                    raw.write(chunk)
-                    raw.flush()
+                async for chunk in stdout:
+                    await raw.write(chunk)
                     pending += chunk
                     *lines, pending = pending.split(b"\n")
                     if len(pending) > _MAX_LINE:
@@ -82,20 +94,34 @@ class TrainerProcess:
                         await on_line(line.decode("utf-8", "replace").rstrip("\r"))
                 if pending:
                     await on_line(pending.decode("utf-8", "replace"))
-            self.returncode = await process.wait()
+            self.returncode = await _wait(process)
             return self.returncode
         finally:
-            if process.returncode is None:
+            if process.poll() is None:
                 with trio.CancelScope(shield=True):
                     self.returncode = await self._stop(process)
+            else:
+                self.returncode = process.returncode
             _kill_group(process.pid, signal.SIGKILL)
 
-    async def _stop(self, process: trio.Process) -> int:
+    async def _stop(self, process: subprocess.Popen[bytes]) -> int:
         _kill_group(process.pid, signal.SIGTERM)
         with trio.move_on_after(self.grace_s):
-            return await process.wait()
+            return await _wait(process)
         _kill_group(process.pid, signal.SIGKILL)
-        return await process.wait()
+        return await _wait(process)
+
+
+async def _wait(process: subprocess.Popen[bytes]) -> int:
+    """Wait for the child to exit without blocking Trio (a pidfd becomes readable)."""
+    if process.poll() is not None:
+        return process.returncode
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return process.wait()
 
 
 def _kill_group(pid: int, sig: signal.Signals) -> None:

@@ -1,4 +1,4 @@
-"""A synchronous Python client for alallo's HTTP API (``docs``: API.md).
+"""A synchronous Python client for alallo's HTTP API (API.md).
 
 Every method returns the JSON object of API.md as a plain ``dict``, so the
 client never lags behind the server's fields. Failures are
@@ -49,10 +49,11 @@ STREAM_READ_TIMEOUT_S = 60.0
 STREAM_RECONNECT_ATTEMPTS = 10
 """Reconnections in a row, without an item in between, before a stream gives up."""
 STREAM_RECONNECT_DELAY_S = 0.5
-"""First wait before reconnecting; it doubles on each failure in a row."""
+"""First wait before reconnecting, unless the server's ``retry:`` says otherwise
+(alallo's says 2 s); it doubles on each failure in a row."""
 STREAM_RECONNECT_MAX_DELAY_S = 5.0
-"""Longest wait between two reconnections; the ten attempts span about 40 s,
-enough for a server restart (JOURNEYS.md, "Bad day")."""
+"""Longest wait between two reconnections; all attempts span 40 to 50 s, enough
+for a server restart (JOURNEYS.md, "Bad day")."""
 EVENTS_PAGE_SIZE = 100
 LOG_PAGE_SIZE = 1000
 
@@ -139,6 +140,9 @@ class Client:
         timeout: Seconds to wait for a connection or an answer. Streams
             accept up to :data:`STREAM_READ_TIMEOUT_S` of silence instead.
         transport: An HTTPX transport, e.g. ``httpx.MockTransport`` in tests.
+
+    Attributes:
+        base_url: The server this client talks to, without a trailing ``/v1``.
     """
 
     def __init__(
@@ -176,7 +180,9 @@ class Client:
 
     # -- files ---------------------------------------------------------------
 
-    def upload_file(self, path: str | os.PathLike[str], *, purpose: str = "fine-tune") -> _JsonObject:
+    def upload_file(
+        self, path: str | os.PathLike[str], *, purpose: str = "fine-tune"
+    ) -> _JsonObject:
         """Upload a JSONL training file; the server checks every line.
 
         Returns:
@@ -188,11 +194,12 @@ class Client:
         """
         path = Path(path)
         try:
-            content = path.read_bytes()
+            data = path.open("rb")
         except OSError as exc:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        files = {"file": (path.name, content, "application/jsonl")}
-        return self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
+        with data:  # streamed: a file may be far larger than memory should hold
+            files = {"file": (path.name, data, "application/jsonl")}
+            return self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
 
     def list_files(self) -> _JsonObject:
         """The account's files, as a list object (``data``, ``has_more``)."""
@@ -301,7 +308,9 @@ class Client:
                 return
             after = int(lines[-1]["n"])
 
-    def stream_job(self, job_id: JobId, *, last_event_id: Seq | None = None) -> Iterator[StreamItem]:
+    def stream_job(
+        self, job_id: JobId, *, last_event_id: Seq | None = None
+    ) -> Iterator[StreamItem]:
         """Follow a job live: every change of the job, each event and each log line.
 
         Reads ``GET /v1/fine_tuning/jobs/{id}/stream`` (Server-Sent Events). When
@@ -454,7 +463,10 @@ def _raise_for_status(response: httpx.Response) -> None:
         # Not alallo's error body (a proxy, or a path this server lacks): say where.
         text = response.text.strip()[:200] or response.reason_phrase
         request = response.request
-        code, message = f"http_{response.status_code}", f"{text} ({request.method} {request.url.path})"
+        code, message = (
+            f"http_{response.status_code}",
+            f"{text} ({request.method} {request.url.path})",
+        )
         param = None
     raise ApiError(response.status_code, str(code), str(message), param)
 

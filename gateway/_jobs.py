@@ -11,7 +11,7 @@ from ._auth import account_of, runtime_of
 from ._body import json_object, query_int
 
 __all__ = [
-    "cancel_job", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
+    "cancel_job", "create_estimate", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
 ]
 
 MAX_PAGE = 1000
@@ -23,6 +23,13 @@ async def create_job(request: Request) -> JSONResponse:
     body = await json_object(request)
     job = await runtime_of(request).create_job(account, body)
     return JSONResponse(job.public(now=time.time()))
+
+
+async def create_estimate(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/estimates`` with a job spec → time and price ranges."""
+    account = await account_of(request)
+    body = await json_object(request)
+    return JSONResponse(await runtime_of(request).estimate(account, body))
 
 
 async def list_jobs(request: Request) -> JSONResponse:
@@ -54,7 +61,11 @@ async def job_events(request: Request) -> JSONResponse:
     """``GET /v1/fine_tuning/jobs/{job_id}/events?after=&limit=``, oldest first."""
     account = await account_of(request)
     job_id = request.path_params["job_id"]
-    after = query_int(request, "after", 0, high=2**62)
+    # The openai SDK pages with the last event's id ("ft-…-event-12"): take its seq.
+    raw_after = request.query_params.get("after", "")
+    prefix = f"{job_id}-event-"
+    after = (int(raw_after[len(prefix):]) if raw_after.startswith(prefix)
+             and raw_after[len(prefix):].isdigit() else query_int(request, "after", 0, high=2**62))
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
     events, more = await runtime_of(request).list_events(account, job_id, after=after,
                                                         limit=limit)

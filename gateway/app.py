@@ -10,6 +10,7 @@ from starlette.routing import Route
 from alallo import Runtime
 
 from . import _files, _jobs
+from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
 from ._sse import job_stream
 
@@ -22,6 +23,8 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 ROUTES = [
+    Route("/", dashboard),
+    Route("/jobs/{job_id}", dashboard),
     Route("/healthz", healthz),
     Route("/v1/files", _files.create_file, methods=["POST"]),
     Route("/v1/files", _files.list_files, methods=["GET"]),
@@ -29,6 +32,7 @@ ROUTES = [
     Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
     Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
     Route("/v1/models", _jobs.list_models, methods=["GET"]),
+    Route("/v1/fine_tuning/estimates", _jobs.create_estimate, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.create_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.list_jobs, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}", _jobs.get_job, methods=["GET"]),

@@ -55,3 +55,17 @@ def test_trainers_stay_light() -> None:
         if path.name == "_data.py":
             continue
         assert "torch" not in imported_packages("alallo/trainers").get(path, set()), path
+
+
+def test_lazy_names_match_all() -> None:
+    assert set(alallo._ORIGINS) == set(alallo.__all__)
+
+
+def test_trainer_import_does_not_load_the_runtime() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, alallo.trainers.simulated; "
+            "print(sorted(m for m in ('sqlalchemy', 'starlette', 'actors', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -12,7 +12,28 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from alallo._status import JobStatus
 from alallo.client import AlalloClientError, ApiError, Client
+
+__all__ = [
+    "STATUS_STYLES",
+    "ApiKeyOption",
+    "JsonOption",
+    "UrlOption",
+    "console",
+    "fail",
+    "make_client",
+    "money",
+    "open_client",
+    "percent_text",
+    "price_range",
+    "price_text",
+    "print_json",
+    "progress_text",
+    "status_text",
+    "time_left_text",
+    "timestamp",
+]
 
 UrlOption = Annotated[
     str | None,
@@ -29,6 +50,7 @@ ApiKeyOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the raw JSON instead of a table.")]
 
+_FINAL_STATUSES = frozenset(status.value for status in JobStatus if status.is_final)
 STATUS_STYLES = {
     "queued": "yellow",
     "running": "blue",
@@ -115,16 +137,21 @@ def money(amount: float | None, currency: str | None = "USD") -> str:
     return f"${number}" if currency in (None, "USD") else f"{number} {currency}"
 
 
+def price_range(price: dict[str, Any]) -> str:
+    """``$0.10 to $0.25`` from ``{"low", "high", "currency"}``, the seeds' way of ranges."""
+    currency = price.get("currency")
+    return f"{money(price.get('low'), currency)} to {money(price.get('high'), currency)}"
+
+
 def price_text(job: dict[str, Any]) -> str:
     """What the job costs: the amount charged once it has ended, else the estimate range."""
     price = job.get("price") or {}
-    currency = price.get("currency")
-    if job.get("status") in ("succeeded", "failed", "cancelled"):
-        return money(price.get("charged") or 0, currency)
+    if job.get("status") in _FINAL_STATUSES:
+        return money(price.get("charged") or 0, price.get("currency"))
     estimate = price.get("estimate") or {}
     if estimate.get("low") is None:
         return "-"
-    return f"{money(estimate['low'], currency)}–{money(estimate.get('high'), currency)}"
+    return price_range({**estimate, "currency": price.get("currency")})
 
 
 def timestamp(seconds: float | None) -> str:

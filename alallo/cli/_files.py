@@ -18,6 +18,8 @@ from alallo.cli._common import (
     timestamp,
 )
 
+__all__ = ["files_app"]
+
 files_app = typer.Typer(no_args_is_help=True, help="Upload and manage training files (JSONL).")
 
 FileIdArgument = Annotated[str, typer.Argument(help="A file id, file-…", show_default=False)]
@@ -67,7 +69,9 @@ def list_files(
             timestamp(item.get("created_at")),
         )
     out = console()
-    out.print(table if page["data"] else "No files yet. Upload one with `alallo files upload PATH`.")
+    out.print(
+        table if page["data"] else "No files yet. Upload one with `alallo files upload PATH`."
+    )
 
 
 @files_app.command("get")

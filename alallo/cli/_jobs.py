@@ -18,6 +18,7 @@ from alallo.cli._common import (
     money,
     open_client,
     percent_text,
+    price_range,
     price_text,
     print_json,
     progress_text,
@@ -28,7 +29,11 @@ from alallo.cli._common import (
 from alallo.cli._watch import watch_job
 from alallo.client import Client, HyperparameterFields
 
-jobs_app = typer.Typer(no_args_is_help=True, help="Create, follow, inspect and cancel fine-tuning jobs.")
+__all__ = ["estimate", "jobs_app"]
+
+jobs_app = typer.Typer(
+    no_args_is_help=True, help="Create, follow, inspect and cancel fine-tuning jobs."
+)
 
 LOG_TAIL_LINES = 20
 """Lines of the training log that ``jobs get`` shows; ``jobs logs`` shows all."""
@@ -49,7 +54,9 @@ GoalOption = Annotated[
     Literal["lowest_cost", "fastest_finish"] | None, typer.Option(help="What to optimise for.")
 ]
 EpochsOption = Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the data.")]
-MaxStepsOption = Annotated[int | None, typer.Option(min=1, help="Steps to train (wins over --epochs).")]
+MaxStepsOption = Annotated[
+    int | None, typer.Option(min=1, help="Steps to train (wins over --epochs).")
+]
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Examples per step.")]
 LearningRateOption = Annotated[float | None, typer.Option(min=0.0, help="Learning rate.")]
 LoraRankOption = Annotated[int | None, typer.Option(min=1, help="Rank of the LoRA matrices.")]
@@ -69,7 +76,9 @@ def create(
     lora_rank: LoraRankOption = None,
     validation_file: Annotated[str | None, typer.Option(help="A file id to evaluate on.")] = None,
     name: Annotated[str | None, typer.Option(help="A name for the Jobs tab.")] = None,
-    suffix: Annotated[str | None, typer.Option(help="Added to the fine-tuned model's name.")] = None,
+    suffix: Annotated[
+        str | None, typer.Option(help="Added to the fine-tuned model's name.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     trainer: Annotated[
         Literal["trl", "simulated"] | None, typer.Option(help="Real training or the simulator.")
@@ -144,7 +153,7 @@ def estimate(
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_row("Time", str((answer.get("time") or {}).get("text", "-")))
-    grid.add_row("Price", _price_range(answer.get("price") or {}))
+    grid.add_row("Price", price_range(answer.get("price") or {}))
     plan = answer.get("plan") or {}
     if plan:
         grid.add_row(
@@ -220,7 +229,10 @@ def get(
     grid.add_row("Price", _price_detail(job))
     checkpoint = job.get("checkpoint")
     if checkpoint:
-        grid.add_row("Checkpoint", f"step {checkpoint.get('step')}, {timestamp(checkpoint.get('created_at'))}")
+        grid.add_row(
+            "Checkpoint",
+            f"step {checkpoint.get('step')}, {timestamp(checkpoint.get('created_at'))}",
+        )
     if job.get("fine_tuned_model"):
         grid.add_row("Fine-tuned model", str(job["fine_tuned_model"]))
     error = job.get("error")
@@ -361,15 +373,10 @@ def _method_text(job: dict[str, Any]) -> str:
     return ", ".join(str(part) for part in parts if part)
 
 
-def _price_range(price: dict[str, Any]) -> str:
-    currency = price.get("currency")
-    return f"{money(price.get('low'), currency)}–{money(price.get('high'), currency)}"
-
-
 def _price_detail(job: dict[str, Any]) -> str:
     price = job.get("price") or {}
     currency = price.get("currency")
-    text = f"estimate {_price_range({**(price.get('estimate') or {}), 'currency': currency})}"
+    text = f"estimate {price_range({**(price.get('estimate') or {}), 'currency': currency})}"
     if price.get("charged") is not None:
         text += f", charged {money(price['charged'], currency)}"
     if price.get("refunded"):
@@ -380,5 +387,5 @@ def _price_detail(job: dict[str, Any]) -> str:
 def _estimate_text(estimate: dict[str, Any]) -> str:
     parts = [str((estimate.get("time") or {}).get("text") or "")]
     if estimate.get("price"):
-        parts.append(_price_range(estimate["price"]))
+        parts.append(price_range(estimate["price"]))
     return ", ".join(part for part in parts if part)

@@ -9,6 +9,8 @@ from rich.table import Table
 
 from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, console, open_client, print_json
 
+__all__ = ["models_app"]
+
 models_app = typer.Typer(help="The models you can fine-tune.")
 
 

@@ -78,6 +78,7 @@ async def _run_server(settings: Settings, console: Console, *,
             console.print(f"Your API key: [bold]{runtime.api_key}[/bold]  (saved in {key_file})")
         else:
             console.print(f"Your API key is in {key_file}")
+        console.print(f"Dashboard: {url}/#key={runtime.api_key}")
         if then is not None:
             await then(url, runtime, stop)
         await stop.wait()
@@ -124,8 +125,9 @@ def demo(
         job = outcome.get("job")
         if job and job.get("fine_tuned_model"):
             console.print(f"The fine-tuned model is in [bold]{job['fine_tuned_model']}[/bold]")
-        console.print(f"Dashboard: {url}/   API: {url}/v1   (Ctrl-C to stop)"
-                      if not exit_after else "Done.")
+        if not exit_after:
+            page = f"{url}/jobs/{job['id']}" if job else f"{url}/"
+            console.print(f"Dashboard: {page}#key={runtime.api_key}   (Ctrl-C to stop)")
         if exit_after:
             stop.set()
 

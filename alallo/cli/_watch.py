@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
 from rich.text import Text
 
+from alallo._status import JobStatus
 from alallo.cli._common import STATUS_STYLES, money, status_text, time_left_text
 from alallo.client import Client
 
@@ -126,7 +127,7 @@ class _View:
 
 
 def _print_outcome(console: Console, job: dict[str, Any]) -> None:
-    if job.get("fine_tuned_model"):
+    if job.get("status") == JobStatus.SUCCEEDED and job.get("fine_tuned_model"):
         console.print(f"Fine-tuned model: {job['fine_tuned_model']}", markup=False, highlight=False)
     price = job.get("price") or {}
     if job.get("finished_at") or price.get("charged"):

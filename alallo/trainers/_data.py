@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]
 
 __all__ = [
     "DataFormat",

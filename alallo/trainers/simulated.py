@@ -105,7 +105,8 @@ def _train(config: TrainerConfig) -> None:
             time.sleep(config.step_delay_s)
         last = step == config.max_steps
         loss = fake_loss(step) if last or step % config.logging_steps == 0 else None
-        emit(Progress(step=step, max_steps=config.max_steps, epoch=step / steps_per_epoch, loss=loss))
+        epoch = step / steps_per_epoch
+        emit(Progress(step=step, max_steps=config.max_steps, epoch=epoch, loss=loss))
         if loss is not None:
             emit(Log(text=f"Step {step}/{config.max_steps}: loss {loss:.4f}"))
         if last or step % config.save_steps == 0:

@@ -119,7 +119,7 @@ def _write_model(directory: Path, *, seed: int) -> None:
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([EOS_TOKEN])
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend,
         eos_token=EOS_TOKEN,
         bos_token=EOS_TOKEN,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ from ._data import UserDataError, file_hash, read_rows
 from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
 
 if TYPE_CHECKING:
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]
     from peft import LoraConfig
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -169,9 +170,11 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
     max_length = config.max_seq_length
     model_max = getattr(model.config, "max_position_embeddings", None)
     if isinstance(model_max, int) and max_length > model_max:
-        out(Log(text=f"max_seq_length {max_length} exceeds the model's {model_max}; using {model_max}"))
+        out(Log(text=f"max_seq_length {max_length} is over the model's limit, using {model_max}"))
         max_length = model_max
-    trainer = _build_trainer(config, model, tokenizer, dataset, out, max_length, cuda=cuda, bf16=bf16)
+    trainer = _build_trainer(
+        config, model, tokenizer, dataset, out, max_length=max_length, cuda=cuda, bf16=bf16
+    )
 
     if resume_step is not None:
         out(Log(text=f"Resuming from checkpoint at step {resume_step}"))
@@ -185,8 +188,8 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
 def _quiet_libraries() -> None:
     import transformers
 
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     import datasets
 
     datasets.logging.set_verbosity_error()
@@ -214,7 +217,9 @@ def _load_model(
     if config.precision == "4-bit":
         from peft import prepare_model_for_kbit_training
 
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+        model = prepare_model_for_kbit_training(  # type: ignore[no-untyped-call]
+            model, use_gradient_checkpointing=True
+        )
     return model, tokenizer
 
 
@@ -222,11 +227,9 @@ def _bnb_config(*, bf16: bool) -> Any:
     import torch
     from transformers import BitsAndBytesConfig
 
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError as exc:
-        raise RuntimeError("4-bit training needs the bitsandbytes package, which is not installed") from exc
-    return BitsAndBytesConfig(
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise RuntimeError("4-bit training needs the bitsandbytes package, which is not installed")
+    return BitsAndBytesConfig(  # type: ignore[no-untyped-call]
         load_in_4bit=True,
         bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True,
@@ -258,13 +261,14 @@ def _build_trainer(
     tokenizer: PreTrainedTokenizerBase,
     dataset: Dataset,
     out: _Protocol,
-    max_length: int,
     *,
+    max_length: int,
     cuda: bool,
     bf16: bool,
 ) -> Any:
     from transformers import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
 
     args = SFTConfig(
         output_dir=config.checkpoint_dir,
@@ -309,7 +313,7 @@ def _build_trainer(
 def _progress_callback(out: _Protocol) -> Any:
     from transformers import TrainerCallback
 
-    class _ProgressCallback(TrainerCallback):  # type: ignore[misc]
+    class _ProgressCallback(TrainerCallback):
         """Reports each step once, in order, with its loss on logging steps.
 
         ``on_step_end`` runs before ``Trainer`` logs the step, so a logging
@@ -331,7 +335,12 @@ def _progress_callback(out: _Protocol) -> Any:
                 self._report(state, None)
 
         def on_log(
-            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+            self,
+            args: Any,
+            state: Any,
+            control: Any,
+            logs: dict[str, Any] | None = None,
+            **kwargs: Any,
         ) -> None:
             if self._held == state.global_step and logs is not None and "loss" in logs:
                 self._held = None

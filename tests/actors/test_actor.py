@@ -5,9 +5,9 @@ import time
 import pytest
 import trio
 import trio.testing
+from actorkit import Boom, Counter, Inc, Journal
 
 from actors import DEFAULT_STOP_TIMEOUT, Actor, Restart, open_supervisor
-from actorkit import Boom, Counter, Get, Inc, Journal
 
 
 class Probe(Actor[object]):
@@ -35,9 +35,9 @@ async def test_lifecycle_hooks_run_in_order() -> None:
     async with open_supervisor() as sup:
         ref = await sup.start_child(Probe, journal, name="p", restart=Restart.TRANSIENT)
         assert journal.events == ["on_start p #1 ref=p"]  # start_child waited for on_start
-        await ref.tell("hello")
-        await ref.tell("stop-self")
-        await ref.tell("never")
+        ref.try_tell("hello")
+        ref.try_tell("stop-self")
+        ref.try_tell("never")
         await ref.wait_stopped()
     assert journal.events == ["on_start p #1 ref=p", "handle hello", "handle stop-self", "on_stop"]
     assert sup.dead_letters.count == 1
@@ -191,21 +191,35 @@ async def test_message_handed_over_just_before_a_stop_is_not_handled() -> None:
     assert [letter.message for letter in sup.dead_letters.recent()] == [Inc()]
 
 
-async def test_throughput_bounds_how_many_messages_run_before_yielding() -> None:
-    order: list[str] = []
+class _StepCounter(trio.abc.Instrument):
+    """Numbers trio task steps: a step is everything a task does between two yields."""
 
-    class Recorder(Actor[str]):
-        async def handle(self, message: str) -> object:
-            order.append(message)
+    def __init__(self) -> None:
+        self.step = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.step += 1
+
+
+@pytest.mark.parametrize(("throughput", "expected"), [(1, [1] * 7), (3, [3, 3, 1]), (10, [7])])
+async def test_throughput_bounds_how_many_messages_run_before_yielding(
+    throughput: int, expected: list[int]
+) -> None:
+    counter = _StepCounter()
+    steps: list[int] = []
+
+    class Recorder(Actor[int]):
+        async def handle(self, message: int) -> object:
+            steps.append(counter.step)
             return None
 
     async with open_supervisor() as sup:
-        a = await sup.start_child(Recorder, name="a", throughput=3, mailbox_size=10)
-        b = await sup.start_child(Recorder, name="b", throughput=3, mailbox_size=10)
-        for n in range(6):
-            a.try_tell(f"a{n}")
-            b.try_tell(f"b{n}")
-        await trio.testing.wait_all_tasks_blocked()
-    # Each actor takes at most 3 queued messages per turn, so the two interleave in threes.
-    runs = [len(list(group)) for _, group in __import__("itertools").groupby(m[0] for m in order)]
-    assert max(runs) <= 3 and len(order) == 12
+        ref = await sup.start_child(Recorder, name="r", throughput=throughput, mailbox_size=10)
+        trio.lowlevel.add_instrument(counter)
+        try:
+            for n in range(6):
+                ref.try_tell(n)
+            await ref.ask(-1)  # the actor runs only now, with 7 messages queued
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+    assert [steps.count(step) for step in sorted(set(steps))] == expected

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
+from actorkit import Block, Boom, Cancel, Counter, Get, Inc, Journal
 
 from actors import (
     ActorStopped,
@@ -12,7 +13,6 @@ from actors import (
     Restart,
     open_supervisor,
 )
-from actorkit import Block, Boom, Cancel, Counter, Get, Inc, Journal
 
 
 async def test_tell_then_ask_sees_the_effect() -> None:
@@ -162,6 +162,7 @@ async def test_unanswerable_abandoned_ask_crashes_the_actor(
             await ref.ask(Boom("nobody listens"), timeout=1)
         release.set()
         await ref.wait_stopped()
+        await trio.testing.wait_all_tasks_blocked()
         assert sup.statistics().crashed == 1
 
 
@@ -201,9 +202,7 @@ async def test_stop_is_idempotent_and_no_handler_runs_after_it() -> None:
         await ref.wait_stopped()
         assert journal.handled == [Block(release)]
         assert sup.dead_letters.count == 5
-        assert {letter.reason for letter in sup.dead_letters.recent()} == {
-            DeadLetterReason.STOPPED
-        }
+        assert {letter.reason for letter in sup.dead_letters.recent()} == {DeadLetterReason.STOPPED}
 
 
 async def test_stop_reaches_an_actor_whose_user_mailbox_is_full() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
+from actorkit import Block, Boom, Counter, Get, Inc, Journal
 
 from actors import (
     Actor,
@@ -14,7 +15,6 @@ from actors import (
     SupervisorEscalation,
     open_supervisor,
 )
-from actorkit import Block, Boom, Counter, Get, Inc, Journal
 
 
 class FailStart(Actor[object]):
@@ -166,6 +166,7 @@ async def test_shutdown_cancels_a_child_that_does_not_stop_within_its_deadline(
         await sup.start_child(Counter, 0, journal, name="quick")
         stuck = await sup.start_child(Counter, 0, journal, name="stuck")
         await stuck.tell(Block())
+        await trio.testing.wait_all_tasks_blocked()  # stuck is inside its handler
         start = trio.current_time()
     assert trio.current_time() - start == pytest.approx(2.0)
     assert journal.events[-2:] == ["stop stuck#1", "stop quick#1"]
@@ -186,8 +187,9 @@ async def test_shutdown_completes_within_its_deadline_during_a_failing_restart_l
     journal = Journal()
     intensity = RestartIntensity(max_restarts=1000, within=1.0)
     with trio.fail_after(3.0):
+        backoff = Backoff(initial=0.01, factor=1, jitter=0)
         async with open_supervisor(
-            intensity=intensity, backoff=Backoff(initial=0.01, factor=1, jitter=0), shutdown_timeout=1.0
+            intensity=intensity, backoff=backoff, shutdown_timeout=1.0
         ) as sup:
             await sup.start_child(FailStartLater, journal, name="loop")
             await sup.start_child(Counter, 0, Journal(), name="stuck")
@@ -241,3 +243,171 @@ async def test_stop_child_removes_it_for_good() -> None:
             await sup.stop_child("c")
         again = await sup.start_child(Counter, name="c")  # the name is free again
         await again.tell(Inc())
+
+
+async def _crash(ref_name: str, sup: object) -> None:
+    from actors import Supervisor
+
+    assert isinstance(sup, Supervisor)
+    ref = sup.lookup(ref_name)
+    assert ref is not None
+    await ref.tell(Boom())
+    await ref.wait_stopped()
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_one_for_all_cancels_busy_siblings_promptly_and_restarts_everyone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = Journal()
+    async with open_supervisor(strategy=Strategy.ONE_FOR_ALL, shutdown_timeout=60) as sup:
+        for name in ("a", "b", "c"):
+            await sup.start_child(Counter, 0, journal, name=name)
+        busy = sup.lookup("c")
+        assert busy is not None
+        await busy.tell(Block())  # would take forever to stop gracefully
+        await trio.testing.wait_all_tasks_blocked()
+        journal.events.clear()
+        start = trio.current_time()
+        await _crash("b", sup)
+        assert trio.current_time() == start  # no graceful wait for the sibling in Block
+        assert journal.events == [
+            "stop b#1",
+            "stop c#1",
+            "stop a#1",
+            "start a#2",
+            "start b#2",
+            "start c#2",
+        ]
+        assert [sup.lookup(n).incarnation for n in ("a", "b", "c")] == [2, 2, 2]  # type: ignore[union-attr]
+        assert sup.statistics().restarted == 3
+
+
+async def test_rest_for_one_restarts_exactly_the_later_children() -> None:
+    journal = Journal()
+    async with open_supervisor(strategy=Strategy.REST_FOR_ONE) as sup:
+        for name in ("a", "b", "c", "d"):
+            await sup.start_child(Counter, 0, journal, name=name)
+        journal.events.clear()
+        await _crash("b", sup)
+        assert journal.events == [
+            "stop b#1",
+            "stop d#1",
+            "stop c#1",
+            "start b#2",
+            "start c#2",
+            "start d#2",
+        ]
+        incarnations = {n: sup.lookup(n).incarnation for n in sup.children()}  # type: ignore[union-attr]
+        assert incarnations == {"a": 1, "b": 2, "c": 2, "d": 2}
+        assert sup.children() == ["a", "b", "c", "d"]
+
+
+async def test_group_restart_drops_temporary_siblings_and_ignores_normal_transient_exits() -> None:
+    journal = Journal()
+    async with open_supervisor(strategy=Strategy.ONE_FOR_ALL) as sup:
+        await sup.start_child(Counter, 0, journal, name="perm")
+        await sup.start_child(Counter, 0, journal, name="temp", restart=Restart.TEMPORARY)
+        done = await sup.start_child(Counter, 0, journal, name="done", restart=Restart.TRANSIENT)
+        done.stop()  # a normal transient exit restarts nobody
+        await done.wait_stopped()
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.children() == ["perm", "temp"]
+        assert sup.lookup("perm").incarnation == 1  # type: ignore[union-attr]
+        await _crash("perm", sup)
+        assert sup.children() == ["perm"]
+        assert sup.lookup("perm").incarnation == 2  # type: ignore[union-attr]
+
+
+async def test_backoff_delays_restarts_exponentially_and_resets_after_a_healthy_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = Journal()
+    backoff = Backoff(initial=1.0, factor=2.0, cap=3.0, jitter=0.0, reset_after=10.0)
+    restarted_at: list[float] = []
+    async with open_supervisor(backoff=backoff, intensity=RestartIntensity(10, 60)) as sup:
+        await sup.start_child(Counter, 0, journal, name="c")
+        for _ in range(4):
+            ref = sup.lookup("c")
+            assert ref is not None
+            crashed_at = trio.current_time()
+            await ref.tell(Boom())
+            while sup.lookup("c") in (None, ref):
+                await trio.sleep(0.01)
+            restarted_at.append(round(trio.current_time() - crashed_at, 1))
+        await trio.sleep(10)  # healthy long enough: the next restart is immediate again
+        ref = sup.lookup("c")
+        assert ref is not None
+        crashed_at = trio.current_time()
+        await ref.tell(Boom())
+        while sup.lookup("c") in (None, ref):
+            await trio.sleep(0.01)
+        restarted_at.append(round(trio.current_time() - crashed_at, 1))
+    assert restarted_at == [1.0, 2.0, 3.0, 3.0, 1.0]
+
+
+async def test_lookup_during_backoff_finds_nothing(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_supervisor(backoff=Backoff(initial=5.0, jitter=0.0)) as sup:
+        ref = await sup.start_child(Counter, name="c")
+        await ref.tell(Boom())
+        await trio.sleep(1)
+        assert sup.lookup("c") is None and sup.children() == ["c"]
+        await trio.sleep(5)
+        assert sup.lookup("c") is not None
+
+
+async def test_nested_supervisor_escalation_is_a_crash_its_parent_restarts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = Journal()
+    async with open_supervisor(name="root") as root:
+        await root.start_child(Counter, 0, journal, name="sibling")
+        inner = await root.start_supervisor(
+            name="inner", intensity=RestartIntensity(max_restarts=0, within=5.0)
+        )
+        assert root.children() == ["sibling", "inner"] and inner.name == "inner"
+        await inner.start_child(Counter, 0, journal, name="w1")
+        await inner.start_child(Counter, 0, journal, name="w2", restart=Restart.TEMPORARY)
+        assert root.lookup("inner") is None  # supervisors are not actors
+        journal.events.clear()
+        await _crash("w1", inner)  # max_restarts=0: the first crash escalates
+        await trio.testing.wait_all_tasks_blocked()
+        assert journal.events == ["stop w1#1", "stop w2#1", "start w1#2"]
+        stats = root.statistics()
+        assert (stats.crashed, stats.restarted) == (1, 1)
+        assert inner.children() == ["w1"]  # temporary children are not restarted
+        w1 = inner.lookup("w1")
+        assert w1 is not None and await w1.ask(Get()) == 0
+        assert root.lookup("sibling").incarnation == 1  # type: ignore[union-attr]
+    assert journal.events[-2:] == ["stop w1#2", "stop sibling#1"]
+
+
+async def test_nested_supervisor_stop_is_graceful_and_in_order() -> None:
+    journal = Journal()
+    async with open_supervisor() as root:
+        inner = await root.start_supervisor(name="inner")
+        await inner.start_child(Counter, 0, journal, name="a")
+        await inner.start_child(Counter, 0, journal, name="b")
+        await root.stop_child("inner")
+        assert journal.events == ["start a#1", "start b#1", "stop b#1", "stop a#1"]
+        with pytest.raises(ActorStopped):
+            await inner.start_child(Counter, name="late")
+
+
+async def test_escalation_reaches_the_root_through_a_transient_free_chain(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with pytest.raises(SupervisorEscalation, match="'root'") as info:
+        async with open_supervisor(name="root", intensity=RestartIntensity(0, 5)) as root:
+            inner = await root.start_supervisor(name="inner", intensity=RestartIntensity(0, 5))
+            await inner.start_child(Counter, name="w")
+            await _crash("w", inner)
+            await trio.sleep_forever()
+    assert isinstance(info.value.__cause__, SupervisorEscalation)
+    assert isinstance(info.value.__cause__.__cause__, ValueError)
+
+
+async def test_dead_letters_are_shared_with_nested_supervisors() -> None:
+    async with open_supervisor() as root:
+        inner = await root.start_supervisor(name="inner")
+        assert inner.dead_letters is root.dead_letters

@@ -23,6 +23,7 @@ JobFactory = Callable[..., dict[str, Any]]
 SseBody = Callable[..., bytes]
 Route = Callable[[httpx.Request], httpx.Response]
 SSE_HEADERS = {"content-type": "text/event-stream"}
+WANDB_FAILED = "WandB login or init failed: API key must be 40 characters long, yours was 17"
 
 
 class FakeServer:
@@ -47,11 +48,17 @@ class FakeServer:
         return route(request)
 
     def client(self, url: str | None, api_key: str | None) -> Client:
-        return Client(url or "http://alallo.test", api_key=api_key or "k-test", transport=httpx.MockTransport(self))
+        return Client(
+            url or "http://alallo.test",
+            api_key=api_key or "k-test",
+            transport=httpx.MockTransport(self),
+        )
 
 
 def error(status: int, code: str, message: str, param: str | None = None) -> httpx.Response:
-    return httpx.Response(status, json={"error": {"code": code, "message": message, "param": param}})
+    return httpx.Response(
+        status, json={"error": {"code": code, "message": message, "param": param}}
+    )
 
 
 def listing(*items: dict[str, Any], has_more: bool = False) -> dict[str, Any]:
@@ -156,7 +163,14 @@ def test_upload_prints_id_filename_lines_and_format(server: FakeServer, tmp_path
     server.on(
         "POST",
         "/v1/files",
-        {"id": "file-9", "filename": "chat.jsonl", "bytes": 17, "line_count": 1, "format": "messages", "status": "processed"},
+        {
+            "id": "file-9",
+            "filename": "chat.jsonl",
+            "bytes": 17,
+            "line_count": 1,
+            "format": "messages",
+            "status": "processed",
+        },
     )
     result = run("files", "upload", str(data))
     assert result.exit_code == 0
@@ -169,10 +183,22 @@ def test_models_table_with_and_without_list(server: FakeServer) -> None:
         "GET",
         "/v1/models",
         listing(
-            {"id": "alallo/tiny-gpt2", "parameters": 2_500_000, "context_length": 256,
-             "adapters": ["lora", "full"], "precisions": ["16-bit"], "runnable_here": True},
-            {"id": "meta/llama-70b", "parameters": 70_000_000_000, "context_length": 8192,
-             "adapters": ["lora"], "precisions": ["16-bit", "4-bit"], "runnable_here": False},
+            {
+                "id": "alallo/tiny-gpt2",
+                "parameters": 2_500_000,
+                "context_length": 256,
+                "adapters": ["lora", "full"],
+                "precisions": ["16-bit"],
+                "runnable_here": True,
+            },
+            {
+                "id": "meta/llama-70b",
+                "parameters": 70_000_000_000,
+                "context_length": 8192,
+                "adapters": ["lora"],
+                "precisions": ["16-bit", "4-bit"],
+                "runnable_here": False,
+            },
         ),
     )
     for args in (("models",), ("models", "list")):
@@ -191,7 +217,10 @@ def test_estimate_that_cannot_run_says_why(server: FakeServer) -> None:
     server.on("POST", "/v1/fine_tuning/estimates", {"available": False, "reason": reason})
     result = run("estimate", "--model", "meta/llama-70b", "--precision", "16-bit")
     assert (result.exit_code, result.stdout) == (0, reason + "\n")
-    assert json.loads(server.requests[-1].content) == {"model": "meta/llama-70b", "precision": "16-bit"}
+    assert json.loads(server.requests[-1].content) == {
+        "model": "meta/llama-70b",
+        "precision": "16-bit",
+    }
 
 
 # -- jobs ---------------------------------------------------------------------------------
@@ -199,13 +228,33 @@ def test_estimate_that_cannot_run_says_why(server: FakeServer) -> None:
 
 def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: FakeServer) -> None:
     events = [
-        {"id": "ev-1", "seq": 1, "created_at": 1_700_000_000, "level": "info", "type": "JOB_PENDING",
-         "message": "Fine tune request created", "hash": None},
-        {"id": "ev-2", "seq": 2, "created_at": 1_700_000_001, "level": "info", "type": "JOB_START",
-         "message": "Job started", "hash": "8275378180435023547"},
-        {"id": "ev-3", "seq": 3, "created_at": 1_700_000_002, "level": "error", "type": "WANDB_INIT",
-         "message": "WandB login or init failed: API key must be 40 characters long, yours was 17",
-         "hash": "-748217494451531697"},
+        {
+            "id": "ev-1",
+            "seq": 1,
+            "created_at": 1_700_000_000,
+            "level": "info",
+            "type": "JOB_PENDING",
+            "message": "Fine tune request created",
+            "hash": None,
+        },
+        {
+            "id": "ev-2",
+            "seq": 2,
+            "created_at": 1_700_000_001,
+            "level": "info",
+            "type": "JOB_START",
+            "message": "Job started",
+            "hash": "8275378180435023547",
+        },
+        {
+            "id": "ev-3",
+            "seq": 3,
+            "created_at": 1_700_000_002,
+            "level": "error",
+            "type": "WANDB_INIT",
+            "message": WANDB_FAILED,
+            "hash": "-748217494451531697",
+        },
     ]
 
     def page(request: httpx.Request) -> httpx.Response:
@@ -222,8 +271,11 @@ def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: Fak
     assert [(row[0], row[1], row[3]) for row in rows[1:]] == [
         ("Fine tune request created", "JOB_PENDING", ""),
         ("Job started", "JOB_START", "8275378180435023547"),
-        ("WandB login or init failed: API key must be 40 characters long, yours was 17",
-         "WANDB_INIT", "-748217494451531697"),
+        (
+            WANDB_FAILED,
+            "WANDB_INIT",
+            "-748217494451531697",
+        ),
     ]
     assert all(len(row[2]) == len("2023-11-14 22:13:20") for row in rows[1:])
     assert len(json.loads(run("jobs", "events", "ft-1", "--json").stdout)["data"]) == 3
@@ -233,15 +285,41 @@ def test_jobs_list_table(server: FakeServer, make_job: JobFactory) -> None:
     server.on(
         "GET",
         "/v1/fine_tuning/jobs",
-        listing(make_job(), make_job(id="ft-0", name=None, status="succeeded", time_left=None,
-                                     price={"estimate": {"low": 0.1, "high": 0.2}, "charged": 0.004, "currency": "USD"})),
+        listing(
+            make_job(),
+            make_job(
+                id="ft-0",
+                name=None,
+                status="succeeded",
+                time_left=None,
+                price={"estimate": {"low": 0.1, "high": 0.2}, "charged": 0.004, "currency": "USD"},
+            ),
+        ),
     )
     result = run("jobs", "list")
     assert result.exit_code == 0
     assert table_rows(result.stdout) == [
         ["ID", "Name", "Model", "Method", "Status", "Progress", "Time left", "Price"],
-        ["ft-1", "demo", "alallo/tiny-gpt2", "supervised, lora, 16-bit", "running", "40%", "2 min to 5 min", "$0.10–$0.25"],
-        ["ft-0", "", "alallo/tiny-gpt2", "supervised, lora, 16-bit", "succeeded", "40%", "-", "$0.0040"],
+        [
+            "ft-1",
+            "demo",
+            "alallo/tiny-gpt2",
+            "supervised, lora, 16-bit",
+            "running",
+            "40%",
+            "2 min to 5 min",
+            "$0.10 to $0.25",
+        ],
+        [
+            "ft-0",
+            "",
+            "alallo/tiny-gpt2",
+            "supervised, lora, 16-bit",
+            "succeeded",
+            "40%",
+            "-",
+            "$0.0040",
+        ],
     ]
     assert server.requests[-1].url.params["limit"] == "20"
 
@@ -257,7 +335,7 @@ def test_jobs_get_shows_the_detail_and_says_when_there_is_no_log(
     assert "Status                running" in lines
     assert "Progress              40/100 (40%)" in lines
     assert "Time left (estimate)  2 min to 5 min" in lines
-    assert "Price                 estimate $0.10–$0.25, charged $0.00" in lines
+    assert "Price                 estimate $0.10 to $0.25, charged $0.00" in lines
     assert lines[-1] == "No log yet. It appears once training starts."
 
 
@@ -265,7 +343,11 @@ def test_jobs_get_shows_the_end_of_the_log(server: FakeServer, make_job: JobFact
     server.on(
         "GET",
         "/v1/fine_tuning/jobs/ft-1",
-        make_job(status="succeeded", fine_tuned_model="alallo/tiny-gpt2:ft-1", progress={"step": 100, "max_steps": 100, "percent": 100.0}),
+        make_job(
+            status="succeeded",
+            fine_tuned_model="alallo/tiny-gpt2:ft-1",
+            progress={"step": 100, "max_steps": 100, "percent": 100.0},
+        ),
     )
     log = [{"n": n, "at": 0, "text": f"step {n * 10} loss {3 - n / 10:.2f}"} for n in range(1, 26)]
     server.on("GET", "/v1/fine_tuning/jobs/ft-1/log", listing(*log))
@@ -281,8 +363,20 @@ def test_jobs_create_sends_the_options_given_and_prints_id_status_message(
 ) -> None:
     server.on("POST", "/v1/fine_tuning/jobs", make_job(status="queued", message="Starting"))
     result = run(
-        "jobs", "create", "--model", "alallo/tiny-gpt2", "--training-file", "file-1",
-        "--adapter", "lora", "--max-steps", "30", "--learning-rate", "0.001", "--trainer", "simulated",
+        "jobs",
+        "create",
+        "--model",
+        "alallo/tiny-gpt2",
+        "--training-file",
+        "file-1",
+        "--adapter",
+        "lora",
+        "--max-steps",
+        "30",
+        "--learning-rate",
+        "0.001",
+        "--trainer",
+        "simulated",
     )
     assert (result.exit_code, result.stdout) == (0, "ft-1  queued · Starting\n")
     assert json.loads(server.requests[-1].content) == {
@@ -305,8 +399,16 @@ def test_jobs_create_watch_follows_to_the_end(
         ("event", 2, {"type": "JOB_START", "message": "Job started"}),
         ("job", 3, make_job(status="running")),
         ("log", 4, {"n": 1, "at": 0, "text": "step 10/100 loss 2.31"}),
-        ("job", 5, make_job(status="succeeded", fine_tuned_model="alallo/tiny-gpt2:ft-1", finished_at=1,
-                            price={"estimate": {"low": 0.1, "high": 0.2}, "charged": 0.12, "currency": "USD"})),
+        (
+            "job",
+            5,
+            make_job(
+                status="succeeded",
+                fine_tuned_model="alallo/tiny-gpt2:ft-1",
+                finished_at=1,
+                price={"estimate": {"low": 0.1, "high": 0.2}, "charged": 0.12, "currency": "USD"},
+            ),
+        ),
     )
     server.on(
         "GET",
@@ -330,7 +432,9 @@ def test_jobs_create_watch_follows_to_the_end(
 def test_jobs_watch_exits_1_when_the_job_failed(
     server: FakeServer, make_job: JobFactory, sse_body: SseBody
 ) -> None:
-    body = sse_body(("job", 9, make_job(status="failed", message="Training failed: KeyError: 'text'")))
+    body = sse_body(
+        ("job", 9, make_job(status="failed", message="Training failed: KeyError: 'text'"))
+    )
     server.on(
         "GET",
         "/v1/fine_tuning/jobs/ft-1/stream",
@@ -380,7 +484,13 @@ def test_watch_job_on_a_terminal_draws_a_bar_and_keeps_the_log(
     body = sse_body(
         ("job", 1, make_job(progress={"step": 10, "max_steps": 100, "percent": 10.0})),
         ("log", 2, {"n": 1, "at": 0, "text": "step 10 loss=2.31"}),
-        ("job", 3, make_job(status="succeeded", progress={"step": 100, "max_steps": 100, "percent": 100.0})),
+        (
+            "job",
+            3,
+            make_job(
+                status="succeeded", progress={"step": 100, "max_steps": 100, "percent": 100.0}
+            ),
+        ),
     )
     server.on(
         "GET",

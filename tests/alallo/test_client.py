@@ -39,14 +39,18 @@ def client_for(handler: Handler) -> Client:
 
 
 def error(status: int, code: str, message: str, param: str | None = None) -> httpx.Response:
-    return httpx.Response(status, json={"error": {"code": code, "message": message, "param": param}})
+    return httpx.Response(
+        status, json={"error": {"code": code, "message": message, "param": param}}
+    )
 
 
 # -- requests and errors --------------------------------------------------------
 
 
 def test_error_body_becomes_api_error_that_reads_as_one_line() -> None:
-    client = client_for(lambda request: error(422, "invalid_request", "line 7: not a JSON object", "file"))
+    client = client_for(
+        lambda request: error(422, "invalid_request", "line 7: not a JSON object", "file")
+    )
     with pytest.raises(ApiError) as caught:
         client.get_file("file-1")
     err = caught.value
@@ -101,7 +105,11 @@ def test_requests_carry_the_key_and_the_paths_of_api_md() -> None:
     assert seen == [
         ("GET", "http://alallo.test/v1/fine_tuning/jobs?limit=5&after=ft-3", "Bearer k-test"),
         ("POST", "http://alallo.test/v1/fine_tuning/jobs/ft-3/cancel", "Bearer k-test"),
-        ("GET", "http://alallo.test/v1/fine_tuning/jobs/ft-3/log?limit=1000&after=10", "Bearer k-test"),
+        (
+            "GET",
+            "http://alallo.test/v1/fine_tuning/jobs/ft-3/log?limit=1000&after=10",
+            "Bearer k-test",
+        ),
         ("DELETE", "http://alallo.test/v1/files/file-2", "Bearer k-test"),
         ("GET", "http://alallo.test/healthz", None),
     ]
@@ -124,7 +132,11 @@ def test_create_job_sends_only_the_fields_given() -> None:
     client.estimate(model="meta/llama-70b", hyperparameters={"n_epochs": None})
     assert job == {"id": "ft-1", "status": "queued", "message": "Starting"}
     assert bodies == [
-        {"model": "alallo/tiny-gpt2", "training_file": "file-1", "hyperparameters": {"max_steps": 30}},
+        {
+            "model": "alallo/tiny-gpt2",
+            "training_file": "file-1",
+            "hyperparameters": {"max_steps": 30},
+        },
         {"model": "meta/llama-70b"},
     ]
 
@@ -145,7 +157,7 @@ def test_upload_sends_multipart_file_and_purpose(tmp_path: Path) -> None:
 
 
 def test_upload_of_a_missing_file_is_a_client_error(tmp_path: Path) -> None:
-    with pytest.raises(ClientError, match="cannot read .*nope.jsonl"):
+    with pytest.raises(ClientError, match=r"cannot read .*nope.jsonl"):
         client_for(lambda request: httpx.Response(200)).upload_file(tmp_path / "nope.jsonl")
 
 
@@ -192,7 +204,7 @@ def test_missing_key_says_how_to_get_one_but_healthz_needs_none(tmp_path: Path) 
     recorder = KeyRecorder()
     client = Client(transport=recorder)
     client.healthz()
-    with pytest.raises(ClientError, match="no API key: .*ALALLO_API_KEY.*`alallo serve`"):
+    with pytest.raises(ClientError, match=r"no API key: .*ALALLO_API_KEY.*`alallo serve`"):
         client.list_jobs()
     # A key written later (the server has just started) is found by the next call.
     (tmp_path / "data").mkdir()
@@ -205,7 +217,10 @@ def test_missing_key_says_how_to_get_one_but_healthz_needs_none(tmp_path: Path) 
 
 
 def test_iter_events_pages_through_all_oldest_first() -> None:
-    events = [{"id": f"ft-1-event-{n}", "seq": n, "type": "T", "message": f"m{n}"} for n in (1, 2, 4, 7, 9)]
+    events = [
+        {"id": f"ft-1-event-{n}", "seq": n, "type": "T", "message": f"m{n}"}
+        for n in (1, 2, 4, 7, 9)
+    ]
     afters: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -217,7 +232,13 @@ def test_iter_events_pages_through_all_oldest_first() -> None:
             200, json={"object": "list", "data": page, "has_more": start + 2 < len(events)}
         )
 
-    assert [e["message"] for e in client_for(handler).iter_events("ft-1")] == ["m1", "m2", "m4", "m7", "m9"]
+    assert [e["message"] for e in client_for(handler).iter_events("ft-1")] == [
+        "m1",
+        "m2",
+        "m4",
+        "m7",
+        "m9",
+    ]
     assert afters == [None, "2", "7"]
 
 
@@ -227,8 +248,12 @@ def test_iter_log_pages_by_line_number() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         afters.append(request.url.params.get("after"))
         first = int(request.url.params.get("after", 0)) + 1
-        lines = [{"n": n, "at": 0, "text": f"line {n}"} for n in range(first, min(first + 1000, 1501))]
-        return httpx.Response(200, json={"object": "list", "data": lines, "has_more": first + 1000 <= 1500})
+        lines = [
+            {"n": n, "at": 0, "text": f"line {n}"} for n in range(first, min(first + 1000, 1501))
+        ]
+        return httpx.Response(
+            200, json={"object": "list", "data": lines, "has_more": first + 1000 <= 1500}
+        )
 
     lines = list(client_for(handler).iter_log("ft-1"))
     assert [line["n"] for line in lines] == list(range(1, 1501))
@@ -269,7 +294,8 @@ def test_stream_reconnects_with_last_event_id_until_the_final_status(
     make_job: JobFactory, sse_body: SseBody, sleeps: list[float]
 ) -> None:
     bodies = {
-        None: b"retry: 2000\n" + sse_body(("job", 1, make_job(status="queued")), ("log", 2, {"n": 2})),
+        None: b"retry: 2000\n"
+        + sse_body(("job", 1, make_job(status="queued")), ("log", 2, {"n": 2})),
         "2": sse_body(("job", 3, make_job(status="running"))),
         "3": sse_body(("log", 4, {"n": 4, "text": "b"}), ("job", 5, make_job(status="succeeded"))),
     }
@@ -288,7 +314,9 @@ def test_stream_reconnects_with_last_event_id_until_the_final_status(
     assert sleeps == [2.0, 2.0]  # the server's retry; it restarts after each delivery
 
 
-def test_stream_resumed_past_the_final_item_ends_with_the_job(make_job: JobFactory, sleeps: list[float]) -> None:
+def test_stream_resumed_past_the_final_item_ends_with_the_job(
+    make_job: JobFactory, sleeps: list[float]
+) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/stream"):
             assert request.headers["last-event-id"] == "30"
@@ -296,7 +324,9 @@ def test_stream_resumed_past_the_final_item_ends_with_the_job(make_job: JobFacto
         return httpx.Response(200, json=make_job(status="cancelled"))
 
     items = list(client_for(handler).stream_job("ft-1", last_event_id=30))
-    assert [(item.kind, item.seq, item.data["status"]) for item in items] == [("job", 30, "cancelled")]
+    assert [(item.kind, item.seq, item.data["status"]) for item in items] == [
+        ("job", 30, "cancelled")
+    ]
     assert sleeps == []
 
 
@@ -314,7 +344,9 @@ def test_stream_resumes_after_a_dropped_connection(
         if request.headers.get("last-event-id") is None:
             return httpx.Response(200, headers=SSE_HEADERS, stream=Dropped())
         assert request.headers["last-event-id"] == "7"
-        return httpx.Response(200, headers=SSE_HEADERS, content=sse_body(("job", 8, make_job(status="failed"))))
+        return httpx.Response(
+            200, headers=SSE_HEADERS, content=sse_body(("job", 8, make_job(status="failed")))
+        )
 
     items = list(client_for(handler).stream_job("ft-1"))
     assert [(item.seq, item.data["status"]) for item in items] == [(7, "running"), (8, "failed")]
@@ -329,12 +361,14 @@ def test_stream_starts_after_the_given_id_and_gives_up_after_bounded_attempts(
         if request.url.path.endswith("/stream"):
             last_ids.append(request.headers.get("last-event-id"))
         if len(last_ids) == 1:
-            return httpx.Response(200, headers=SSE_HEADERS, content=sse_body(("job", 13, make_job())))
+            return httpx.Response(
+                200, headers=SSE_HEADERS, content=sse_body(("job", 13, make_job()))
+            )
         raise httpx.ConnectError("Connection refused", request=request)
 
     stream = client_for(handler).stream_job("ft-1", last_event_id=12)
     assert next(stream).seq == 13
-    with pytest.raises(ClientError, match="lost the stream of ft-1 .* after 10 attempts"):
+    with pytest.raises(ClientError, match=r"lost the stream of ft-1 .* after 10 attempts"):
         next(stream)
     assert last_ids == ["12"] + ["13"] * 10
     assert sleeps == [0.5, 1.0, 2.0, 4.0] + [5.0] * 6

@@ -178,3 +178,46 @@ async def test_malformed_json_unknown_ids_and_missing_key(client: httpx.AsyncCli
         wrong = await anonymous.get("/v1/models", headers={"Authorization": "Bearer sk-wrong"})
         assert wrong.status_code == 401
     assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_a_trainer_command_that_does_not_exist_fails_the_job_not_the_server(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    response = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file_id,
+        "trainer": {"command": ["/no/such/trainer"]},
+    })
+    assert response.status_code == 200
+    items = await read_stream(client, response.json()["id"])
+    final = items[-1][2]
+    assert final["status"] == "failed"
+    assert final["message"].startswith("Training failed: cannot start the trainer:")
+    assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_estimate_gives_time_and_price_ranges(client: httpx.AsyncClient,
+                                                    file_id: str) -> None:
+    response = await client.post("/v1/fine_tuning/estimates", json={
+        "model": "alallo/tiny-gpt2", "training_file": file_id})
+    assert response.status_code == 200, response.text
+    estimate = response.json()
+    assert estimate["available"] and estimate["allowed_to_proceed"]
+    assert 0 < estimate["time"]["low_s"] < estimate["time"]["high_s"]
+    assert estimate["time"]["text"].endswith("min")
+    assert 0 < estimate["price"]["low"] < estimate["price"]["high"]
+    assert estimate["plan"]["device_type"] == "cpu"
+    bad = await client.post("/v1/fine_tuning/estimates", json={"model": "nope",
+                                                               "training_file": file_id})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "model"
+
+
+async def test_events_page_with_the_openai_sdk_cursor(client: httpx.AsyncClient,
+                                                      file_id: str) -> None:
+    job = await create_simulated(client, file_id, steps=3, step_delay_s=0.0)
+    await read_stream(client, job["id"])
+    first = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                              params={"limit": 2})).json()
+    assert first["has_more"] and len(first["data"]) == 2
+    rest = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                             params={"after": first["data"][-1]["id"]})).json()
+    assert rest["data"][0]["seq"] > first["data"][-1]["seq"]
+    assert rest["data"][-1]["type"] == "JOB_COMPLETE" and not rest["has_more"]

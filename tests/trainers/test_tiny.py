@@ -52,7 +52,9 @@ def test_chat_template_renders_messages(tiny_model: Path) -> None:
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     rendered = tokenizer.apply_chat_template(messages, tokenize=False)
     assert rendered == f"<|user|>\nhi\n<|assistant|>\nyo{EOS_TOKEN}\n"
-    prompt = tokenizer.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        messages[:1], tokenize=False, add_generation_prompt=True
+    )
     assert prompt == "<|user|>\nhi\n<|assistant|>\n"
 
 

@@ -78,6 +78,8 @@ def _run(config: TrainerConfig) -> _Run:
         text=True,
         timeout=300,
         check=False,
+        # Runs overlap: one thread each keeps them from fighting over the cores.
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     lines = done.stdout.splitlines()
     # stdout carries protocol lines only; library chatter goes to stderr.
@@ -106,8 +108,7 @@ def runs(
     root = tmp_path_factory.mktemp("trl")
     short = {"max_steps": 4, "logging_steps": 2, "save_steps": 4}
     configs = {
-        # The resume test's first leg goes first: its second leg runs after it.
-        "resume-first": _config(root / "resume", tiny_model, text_file, max_steps=10),
+        # First: the resume test continues from its checkpoint-10 once it ends.
         "lora": _config(root / "lora", tiny_model, text_file, adapter="lora", lora_rank=4),
         "full": _config(root / "full", tiny_model, text_file, adapter="full"),
         "messages": _config(root / "messages", tiny_model, messages_file,
@@ -139,7 +140,8 @@ def _assert_trained(run: _Run, config: TrainerConfig, *, first_step: int = 1) ->
     saved = [c.step for c in run.of(Checkpoint)]
     assert saved == [s for s in steps if s % config.save_steps == 0 or s == config.max_steps]
     for checkpoint in run.of(Checkpoint):
-        assert Path(checkpoint.path) == Path(config.checkpoint_dir) / f"checkpoint-{checkpoint.step}"
+        expected = Path(config.checkpoint_dir) / f"checkpoint-{checkpoint.step}"
+        assert Path(checkpoint.path) == expected
         assert (Path(checkpoint.path) / "trainer_state.json").is_file()
         assert f"Checkpoint saved at step {checkpoint.step}" in run.logs
     assert run.logs[-1] == "Training complete"
@@ -177,16 +179,25 @@ def test_full_run_saves_a_changed_model(runs: dict[str, _Started], tiny_model: P
     assert (trained[name] != base[name]).any()
 
 
-def test_resume_continues_after_the_checkpoint(runs: dict[str, _Started]) -> None:
-    first = runs["resume-first"].config
-    _assert_trained(runs["resume-first"].result(), first)
+def test_resume_continues_after_the_checkpoint(
+    runs: dict[str, _Started], tmp_path: Path
+) -> None:
+    # As after a crash at step 1x: the LoRA run's checkpoint-10, the same max_steps.
+    first = runs["lora"].config
+    assert runs["lora"].result().returncode == 0
     checkpoint = Path(first.checkpoint_dir) / "checkpoint-10"
-    second = first.model_copy(update={"max_steps": 20, "resume_from": str(checkpoint)})
+    second = first.model_copy(
+        update={
+            "resume_from": str(checkpoint),
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "output_dir": str(tmp_path / "model"),
+        }
+    )
     run = _run(second)
     _assert_trained(run, second, first_step=11)
     assert "Resuming from checkpoint at step 10" in run.logs
-    assert run.of(Progress)[0].step == 11
     assert [c.step for c in run.of(Checkpoint)] == [20]
+    assert (Path(second.output_dir) / "adapter_model.safetensors").is_file()
 
 
 def test_messages_data_trains(runs: dict[str, _Started]) -> None:
