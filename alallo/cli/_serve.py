@@ -6,6 +6,7 @@ rule of the design: only the command line's server entry point may).
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import sys
@@ -63,14 +64,9 @@ async def _run_server(settings: Settings, console: Console, *,
     stop = trio.Event()
     async with Runtime(settings) as runtime, trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, stop)
-        try:
-            binds = await nursery.start(lambda task_status=trio.TASK_STATUS_IGNORED: serve_http(
-                runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
-                task_status=task_status))
-        except OSError as exc:
-            console.print(f"[red]Error: cannot listen on {settings.host}:{settings.port}: "
-                          f"{exc.strerror or exc}[/red]")
-            raise typer.Exit(1) from None
+        binds = await nursery.start(lambda task_status=trio.TASK_STATUS_IGNORED: serve_http(
+            runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
+            task_status=task_status))
         url = binds[0].replace("0.0.0.0", "127.0.0.1")
         key_file = (settings.data_dir / "api-key").resolve()
         console.print(f"alallo is serving at [bold]{url}[/bold]  (data in {settings.data_dir.resolve()})")
@@ -85,12 +81,39 @@ async def _run_server(settings: Settings, console: Console, *,
         nursery.cancel_scope.cancel()
 
 
+def _run(settings: Settings, console: Console, then: Any = None) -> None:
+    """Run the server; a port that cannot be bound ends with one line, not a traceback."""
+    try:
+        trio.run(lambda: _run_server(settings, console, then=then))
+    except (OSError, BaseExceptionGroup) as exc:
+        error = _find_os_error(exc)
+        if error is None:
+            raise
+        console.print(f"[red]Error: cannot listen on {settings.host}:{settings.port}: "
+                      f"{error.strerror or error}[/red]")
+        raise typer.Exit(1) from None
+
+
+_BIND_ERRORS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+
+
+def _find_os_error(exc: BaseException) -> OSError | None:
+    if isinstance(exc, OSError) and exc.errno in _BIND_ERRORS:
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find_os_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def serve(host: HostOption = None, port: PortOption = None,
           data_dir: DataDirOption = None) -> None:
     """Run the alallo server: the runtime and the HTTP gateway, until Ctrl-C."""
     console = Console(highlight=False)
     _configure_logging(logging.INFO)
-    trio.run(_run_server, _settings(host, port, data_dir), console)
+    _run(_settings(host, port, data_dir), console)
 
 
 def demo(
@@ -131,7 +154,7 @@ def demo(
         if exit_after:
             stop.set()
 
-    trio.run(lambda: _run_server(settings, console, then=run_job))
+    _run(settings, console, then=run_job)
     job = outcome.get("job")
     if exit_after and (job is None or job.get("status") != "succeeded"):
         raise typer.Exit(1)

@@ -1,0 +1,67 @@
+"""The command line against a real server, as a user types it (journeys 2 and 3)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import EXAMPLES, LiveServer
+
+
+def alallo(server: LiveServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {"ALALLO_URL": server.url, "ALALLO_API_KEY": server.api_key, "COLUMNS": "200",
+           "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "alallo", *args], capture_output=True,
+                            text=True, env=env, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_upload_watch_events_and_cancel_a_finished_job(live_server: LiveServer) -> None:
+    upload = alallo(live_server, "files", "upload", str(EXAMPLES / "chat.jsonl"), "--json")
+    file = json.loads(upload.stdout)
+    assert file["format"] == "messages" and file["line_count"] == 16
+
+    created = alallo(live_server, "jobs", "create", "--model", "alallo/tiny-gpt2",
+                     "--training-file", file["id"], "--max-steps", "12", "--trainer",
+                     "simulated", "--watch")
+    job_id = re.search(r"ft-[0-9a-f]{24}", created.stdout)
+    assert job_id is not None, created.stdout
+    assert "succeeded" in created.stdout
+    assert "Step 10/12: loss" in created.stdout
+
+    events = alallo(live_server, "jobs", "events", job_id.group(0))
+    header = events.stdout.splitlines()
+    assert any(all(col in line for col in ("Message", "Type", "Created at", "Hash"))
+               for line in header)
+    assert events.stdout.index("JOB_PENDING") < events.stdout.index("JOB_COMPLETE")
+
+    cancel = alallo(live_server, "jobs", "cancel", job_id.group(0), check=False)
+    assert cancel.returncode == 1
+    assert f"cannot cancel job {job_id.group(0)}: it is succeeded" in cancel.stderr
+    assert "Traceback" not in cancel.stderr
+
+
+def test_a_broken_line_7_is_refused_with_its_number(live_server: LiveServer,
+                                                    tmp_path: Path) -> None:
+    lines = [json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(10)]
+    lines[6] = '{"messages": [{"role": "user", "content": "unterminated"}'
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    result = alallo(live_server, "files", "upload", str(bad), check=False)
+    assert result.returncode == 1
+    assert "line 7" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("jobs", "get", "ft-000000000000000000000000"),
+                                  ("jobs", "events", "ft-nope")])
+def test_unknown_ids_are_one_line(live_server: LiveServer, args: tuple[str, ...]) -> None:
+    result = alallo(live_server, *args, check=False)
+    assert result.returncode == 1 and "no job" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
