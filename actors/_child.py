@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from ._incarnation import IncarnationBase, split_crash
+from ._incarnation import Environment, IncarnationBase, split_crash
 from ._restart import Restart
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class Child:
         "placement",
         "restart",
         "restart_due",
+        "seq",
         "supervisor",
         "throughput",
     )
@@ -62,23 +63,29 @@ class Child:
         self.number = 0
         self.attempts = 0
         self.restart_due: float | None = None
+        self.seq = 0  # registration order, set by the supervisor
 
 
 class SupervisorIncarnation(IncarnationBase):
     """One run of a nested supervisor, shaped like an actor incarnation for its parent."""
 
-    __slots__ = ("_stop_event", "sup")
+    __slots__ = ("_scope", "_stop_event", "sup")
 
-    def __init__(self, sup: Supervisor, **options: object) -> None:
-        super().__init__(**options)  # type: ignore[arg-type]
+    def __init__(self, sup: Supervisor, env: Environment, *, number: int) -> None:
+        super().__init__(env, name=sup.name, number=number, throughput=1, placement=None)
         self.sup = sup
         self._stop_event = trio.Event()
+        self._scope = trio.CancelScope()
 
     def request_stop(self) -> None:
         if self.stop_requested or self.stopped.is_set():
             return
         self.stop_requested = True
         self._stop_event.set()
+
+    def cancel(self) -> None:
+        self.cancel_requested = True
+        self._scope.cancel()
 
     def snapshot(self) -> object | None:
         return None
@@ -89,7 +96,7 @@ class SupervisorIncarnation(IncarnationBase):
         started = False
         rest: BaseException | None = None
         try:
-            with self.cancel_scope:
+            with self._scope:
                 async with self.sup._running():
                     self.started_at = trio.current_time()
                     started = True
@@ -106,5 +113,5 @@ class SupervisorIncarnation(IncarnationBase):
             raise rest
         if not started:
             task_status.started(cause)
-        elif self.on_exit is not None:
-            self.on_exit(self)
+        else:
+            self.env.on_exit(self)

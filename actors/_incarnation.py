@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 import structlog
@@ -24,7 +25,13 @@ if TYPE_CHECKING:
     from ._actor import Actor
     from ._checkpoint import CheckpointStore
 
-__all__ = ["DEFAULT_STOP_TIMEOUT", "DEFAULT_THROUGHPUT", "Incarnation", "IncarnationBase"]
+__all__ = [
+    "DEFAULT_STOP_TIMEOUT",
+    "DEFAULT_THROUGHPUT",
+    "Environment",
+    "Incarnation",
+    "IncarnationBase",
+]
 
 DEFAULT_THROUGHPUT = 10
 """Messages an actor may handle in a row before it yields to other tasks (Akka's default is 5;
@@ -63,51 +70,44 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """What every incarnation of one supervisor shares (one object per supervisor)."""
+
+    supervisor: str
+    dead_letters: DeadLetters
+    checkpoints: CheckpointStore | None
+    on_exit: Callable[[IncarnationBase], None]
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT
+
+
 class IncarnationBase:
     """What a supervisor needs to know about an incarnation, whatever its message type."""
 
     __slots__ = (
-        "cancel_scope",
+        "cancel_requested",
         "cause",
-        "checkpoints",
-        "dead_letters",
         "entered_start",
+        "env",
         "in_flight",
         "name",
         "number",
-        "on_exit",
         "placement",
         "started_at",
         "stop_requested",
-        "stop_timeout",
         "stopped",
-        "supervisor",
         "throughput",
     )
 
     def __init__(
-        self,
-        *,
-        name: str,
-        number: int,
-        supervisor: str,
-        throughput: int,
-        placement: object,
-        dead_letters: DeadLetters,
-        checkpoints: CheckpointStore | None,
-        stop_timeout: float,
-        on_exit: Callable[[IncarnationBase], None] | None,
+        self, env: Environment, *, name: str, number: int, throughput: int, placement: object
     ) -> None:
+        self.env = env
         self.name = name
         self.number = number
-        self.supervisor = supervisor
         self.throughput = throughput
         self.placement = placement
-        self.dead_letters = dead_letters
-        self.checkpoints = checkpoints
-        self.stop_timeout = stop_timeout
-        self.on_exit = on_exit
-        self.cancel_scope = trio.CancelScope()
+        self.cancel_requested = False
         self.stopped = trio.Event()
         self.cause: BaseException | None = None
         self.stop_requested = False
@@ -117,6 +117,10 @@ class IncarnationBase:
 
     def request_stop(self) -> None:
         """Ask the incarnation to stop normally (nothing to do for one that never started)."""
+
+    def cancel(self) -> None:
+        """Cancel the incarnation: it stops at its next await (``on_stop`` still runs)."""
+        self.cancel_requested = True
 
     def snapshot(self) -> object | None:
         return None
@@ -136,29 +140,15 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
     def __init__(
         self,
         actor: Actor[MessageT],
+        env: Environment,
         *,
-        mailbox_size: int,
         name: str,
         number: int,
-        supervisor: str,
         throughput: int,
         placement: object,
-        dead_letters: DeadLetters,
-        checkpoints: CheckpointStore | None,
-        stop_timeout: float,
-        on_exit: Callable[[IncarnationBase], None] | None,
+        mailbox_size: int,
     ) -> None:
-        super().__init__(
-            name=name,
-            number=number,
-            supervisor=supervisor,
-            throughput=throughput,
-            placement=placement,
-            dead_letters=dead_letters,
-            checkpoints=checkpoints,
-            stop_timeout=stop_timeout,
-            on_exit=on_exit,
-        )
+        super().__init__(env, name=name, number=number, throughput=throughput, placement=placement)
         self.actor = actor
         self.mailbox: Mailbox[MessageT | Ask[MessageT] | _Signal] = Mailbox(
             mailbox_size, closed_error=self.stopped_error
@@ -167,6 +157,12 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
         self.nursery: trio.Nursery | None = None
         self.ref: ActorRef[MessageT] = ActorRef(self)
         actor._incarnation = self
+
+    def cancel(self) -> None:
+        # The incarnation's own nursery doubles as its cancel scope: one scope less per actor.
+        self.cancel_requested = True
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
 
     def request_stop(self) -> None:
         if self.stop_requested or self.mailbox.closed:
@@ -178,12 +174,13 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
         return self.actor.snapshot()
 
     async def save_checkpoint(self) -> bool:
-        if self.checkpoints is None:
+        checkpoints = self.env.checkpoints
+        if checkpoints is None:
             return False
         snapshot = self.actor.snapshot()
         if snapshot is None:
             return False
-        await self.checkpoints.save(self.name, snapshot)
+        await checkpoints.save(self.name, snapshot)
         return True
 
     async def run(
@@ -199,26 +196,27 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
         started = False
         rest: BaseException | None = None
         try:
-            with self.cancel_scope:
-                async with trio.open_nursery() as nursery:
-                    self.nursery = nursery
-                    if self.checkpoints is not None:
-                        snapshot = await self.checkpoints.load(self.name)
-                        if snapshot is not None:
-                            self.actor.restore(snapshot)
-                    self.entered_start = True
-                    await self.actor.on_start()
-                    self.started_at = trio.current_time()
-                    started = True
-                    task_status.started(None)
-                    _log.info(
-                        "actor.started",
-                        actor=self.name,
-                        incarnation=self.number,
-                        supervisor=self.supervisor,
-                    )
-                    await self._loop()
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                if self.cancel_requested:
                     nursery.cancel_scope.cancel()
+                if self.env.checkpoints is not None:
+                    snapshot = await self.env.checkpoints.load(self.name)
+                    if snapshot is not None:
+                        self.actor.restore(snapshot)
+                self.entered_start = True
+                await self.actor.on_start()
+                self.started_at = trio.current_time()
+                started = True
+                task_status.started(None)
+                _log.info(
+                    "actor.started",
+                    actor=self.name,
+                    incarnation=self.number,
+                    supervisor=self.env.supervisor,
+                )
+                await self._loop()
+                nursery.cancel_scope.cancel()
             cause = None
         except BaseException as exc:
             cause, rest = split_crash(exc)
@@ -230,8 +228,7 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
             return
         if rest is not None:
             raise rest
-        if self.on_exit is not None:
-            self.on_exit(self)
+        self.env.on_exit(self)
 
     async def _loop(self) -> None:
         mailbox = self.mailbox
@@ -247,7 +244,10 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
             try:
                 item = receive_nowait()
                 batch += 1
+                idle = False
             except trio.WouldBlock:
+                idle = True  # wait outside the except clause: it would pin the exception
+            if idle:
                 item = await mailbox.receive()
                 batch = 1
                 if self.stop_requested:
@@ -278,7 +278,7 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
         self.cause = cause
         leftover = self.mailbox.close()
         reason = DeadLetterReason.STOPPED if cause is None else DeadLetterReason.CRASHED
-        record = self.dead_letters.record
+        record = self.env.dead_letters.record
         for item in leftover:
             if item is _Signal.STOP:
                 continue
@@ -291,7 +291,7 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
             self.in_flight.settle(Error(self.stopped_error()))
             self.in_flight = None
         if self.entered_start:
-            with trio.move_on_after(self.stop_timeout, shield=True):
+            with trio.move_on_after(self.env.stop_timeout, shield=True):
                 try:
                     await self.actor.on_stop()
                 except Exception as exc:
@@ -309,14 +309,14 @@ class Incarnation(IncarnationBase, Generic[MessageT]):
                 "actor.stopped",
                 actor=self.name,
                 incarnation=self.number,
-                supervisor=self.supervisor,
+                supervisor=self.env.supervisor,
             )
         else:
             _log.warning(
                 "actor.crashed",
                 actor=self.name,
                 incarnation=self.number,
-                supervisor=self.supervisor,
+                supervisor=self.env.supervisor,
                 error=repr(self.cause),
             )
         self.stopped.set()

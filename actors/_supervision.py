@@ -14,10 +14,10 @@ is recognised as stale and ignored.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import structlog
 import trio
@@ -27,7 +27,7 @@ from ._checkpoint import CheckpointStore
 from ._child import Child, SupervisorIncarnation
 from ._dead_letters import DeadLetters
 from ._exceptions import ActorStopped, SupervisorEscalation
-from ._incarnation import DEFAULT_STOP_TIMEOUT, Incarnation, IncarnationBase
+from ._incarnation import Environment, Incarnation, IncarnationBase
 from ._restart import Backoff, Restart, RestartIntensity, Strategy, _RestartWindow, restarts
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "Supervision"]
@@ -63,11 +63,19 @@ class Supervision:
         self._dead_letters = dead_letters if dead_letters is not None else DeadLetters()
         self._children: dict[str, Child] = {}
         self._window = _RestartWindow(intensity)
-        self._due: list[float] = []
+        self._due: list[float] = []  # heap of restart times, for the next wake-up
+        self._pending: dict[str, Child] = {}  # children waiting for their restart time
+        self._seq = itertools.count()
         self._nursery: trio.Nursery | None = None
         self._supervise_scope = trio.CancelScope()
         self._closing = True
         self._exits_send, self._exits_recv = trio.open_memory_channel[IncarnationBase](math.inf)
+        self._env = Environment(
+            supervisor=name,
+            dead_letters=self._dead_letters,
+            checkpoints=checkpoints,
+            on_exit=self._exits_send.send_nowait,
+        )
         self._started = self._restarted = self._crashed = 0
         self._relocated = self._escalations = 0
 
@@ -77,6 +85,7 @@ class Supervision:
         self._closing = False
         self._window.clear()
         self._due.clear()
+        self._pending.clear()
         self._supervise_scope = trio.CancelScope()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -96,6 +105,7 @@ class Supervision:
             raise ActorStopped(f"supervisor {self._name!r} is not running")
         if child.name in self._children:
             raise ValueError(f"supervisor {self._name!r} already has a child named {child.name!r}")
+        child.seq = next(self._seq)
         self._children[child.name] = child
         try:
             failure = await self._start_incarnation(child, why="start")
@@ -109,6 +119,8 @@ class Supervision:
     def _forget(self, child: Child) -> None:
         if self._children.get(child.name) is child:
             del self._children[child.name]
+        if self._pending.get(child.name) is child:
+            del self._pending[child.name]
 
     async def _start_incarnation(self, child: Child, *, why: str) -> BaseException | None:
         """Start the next incarnation of ``child``; return the exception if it failed to start.
@@ -120,20 +132,10 @@ class Supervision:
         if child.incarnation is not None or self._nursery is None:
             return None
         child.number += 1
-        options: dict[str, Any] = {
-            "name": child.name,
-            "number": child.number,
-            "supervisor": self._name,
-            "throughput": child.throughput,
-            "placement": child.placement,
-            "dead_letters": self._dead_letters,
-            "checkpoints": self._checkpoints,
-            "stop_timeout": DEFAULT_STOP_TIMEOUT,
-            "on_exit": self._exits_send.send_nowait,
-        }
+        env, number = self._env, child.number
         incarnation: IncarnationBase
         if child.supervisor is not None:
-            incarnation = SupervisorIncarnation(child.supervisor, **options)
+            incarnation = SupervisorIncarnation(child.supervisor, env, number=number)
             run = incarnation.run
         else:
             if child.factory is None:  # pragma: no cover - every actor child has one
@@ -145,13 +147,23 @@ class Supervision:
             except Exception as exc:
                 if why == "start":
                     raise
-                failed = IncarnationBase(**options)
+                failed = IncarnationBase(
+                    env, name=child.name, number=number, throughput=1, placement=child.placement
+                )
                 failed.cause = exc
                 failed.stopped.set()
                 child.incarnation = failed
                 self._exits_send.send_nowait(failed)
                 return exc
-            actor_incarnation = Incarnation(actor, mailbox_size=child.mailbox_size, **options)
+            actor_incarnation = Incarnation(
+                actor,
+                env,
+                name=child.name,
+                number=number,
+                throughput=child.throughput,
+                placement=child.placement,
+                mailbox_size=child.mailbox_size,
+            )
             incarnation, run = actor_incarnation, actor_incarnation.run
         child.incarnation = incarnation
         if why == "restart":
@@ -204,7 +216,7 @@ class Supervision:
             if incarnation is not None:
                 # Cancelled, not asked: its state is about to be thrown away, and a graceful
                 # stop would hold the whole group's restart hostage to one slow handler.
-                incarnation.cancel_scope.cancel()
+                incarnation.cancel()
                 await incarnation.stopped.wait()
             if other is not child and other.restart is Restart.TEMPORARY:
                 self._forget(other)
@@ -212,6 +224,7 @@ class Supervision:
         for other in group:
             if self._children.get(other.name) is other:
                 other.restart_due = due
+                self._pending[other.name] = other
         heapq.heappush(self._due, due)
         await self._restart_due()
 
@@ -228,9 +241,15 @@ class Supervision:
         now = trio.current_time()
         while self._due and self._due[0] <= now:
             heapq.heappop(self._due)
-        for child in list(self._children.values()):
-            due = child.restart_due
-            if due is None or due > now or self._children.get(child.name) is not child:
+        due = [
+            child
+            for child in self._pending.values()
+            if child.restart_due is not None and child.restart_due <= now
+        ]
+        due.sort(key=lambda child: child.seq)  # restart in start order
+        for child in due:
+            del self._pending[child.name]
+            if self._children.get(child.name) is not child or child.restart_due is None:
                 continue
             child.restart_due = None
             await self._start_incarnation(child, why="restart")
@@ -260,6 +279,7 @@ class Supervision:
     async def _stop_all(self) -> None:
         """Stop every child gracefully, in reverse start order; keep the specs for a restart."""
         self._due.clear()
+        self._pending.clear()
         for child in reversed(list(self._children.values())):
             child.restart_due = None
             incarnation, child.incarnation = child.incarnation, None
@@ -277,5 +297,5 @@ class Supervision:
         with trio.move_on_after(timeout):
             await incarnation.stopped.wait()
             return
-        incarnation.cancel_scope.cancel()
+        incarnation.cancel()
         await incarnation.stopped.wait()

@@ -273,7 +273,7 @@ class Supervisor(Supervision):
         child = self._children.get(name)
         if child is None:
             raise LookupError(f"supervisor {self._name!r} has no child named {name!r}")
-        del self._children[name]
+        self._forget(child)
         incarnation, child.incarnation = child.incarnation, None
         if incarnation is not None:
             await self._stop_gracefully(incarnation)

@@ -54,7 +54,6 @@ _ORIGINS = {
 }
 
 __all__ = [
-    "LOCAL_ACCOUNT",
     "AlalloError",
     "Conflict",
     "Event",
@@ -65,6 +64,7 @@ __all__ = [
     "Job",
     "JobSpec",
     "JobStatus",
+    "LOCAL_ACCOUNT",
     "LogLine",
     "Message",
     "NotFound",

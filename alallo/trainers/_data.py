@@ -36,6 +36,7 @@ __all__ = [
     "file_hash",
     "load_training_dataset",
     "read_rows",
+    "tree_hash",
 ]
 
 DataFormat = Literal["text", "messages", "prompt_completion"]
@@ -105,11 +106,36 @@ def file_hash(path: Path) -> str:
     Raises:
         OSError: The file cannot be read.
     """
+    return _sha256(path).hex()[:_HASH_CHARS]
+
+
+def tree_hash(directory: Path, *, skip: tuple[str, ...] = ()) -> str:
+    """A short stable digest of the files under a directory (16 hex digits of SHA-256).
+
+    It covers each file's path relative to ``directory`` and its bytes, in
+    path order, so it does not depend on where the directory is.
+
+    Args:
+        directory: The directory to digest, e.g. a saved model.
+        skip: File-name prefixes to leave out, e.g. ``("optimizer.pt",)``.
+
+    Raises:
+        OSError: A file cannot be read.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not path.name.startswith(skip):
+            digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+            digest.update(_sha256(path))
+    return digest.hexdigest()[:_HASH_CHARS]
+
+
+def _sha256(path: Path) -> bytes:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
-    return digest.hexdigest()[:_HASH_CHARS]
+    return digest.digest()
 
 
 def _parse(line: str, number: int) -> dict[str, Any]:

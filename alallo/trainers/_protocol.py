@@ -55,7 +55,7 @@ class TrainerConfig(BaseModel):
     output_dir: str
     """Where the fine-tuned model goes (created by the trainer)."""
     checkpoint_dir: str
-    """Where checkpoints go: one sub-directory ``step-<n>`` per checkpoint."""
+    """Where checkpoints go: one sub-directory ``checkpoint-<step>`` per checkpoint."""
     resume_from: str | None = None
     """A checkpoint directory to continue from, or None for a fresh start."""
     adapter: Literal["lora", "full"] = "lora"

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from ._data import UserDataError, file_hash, read_rows
 from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
 
-__all__ = ["fake_loss", "main"]
+__all__ = ["MODEL_FILE", "STATE_FILE", "fake_loss", "main"]
 
 STATE_FILE = "trainer_state.json"
 """The checkpoint file holding ``{"global_step": N}``."""
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         emit(Error(kind="user", message=str(exc)))
         return 1
     except ValidationError as exc:
-        emit(Error(kind="user", message=f"invalid trainer config: {exc}"))
+        emit(Error(kind="user", message=_config_problem(exc)))
         return 1
     except _PlatformFailure as exc:
         emit(Error(kind="platform", message=str(exc)))
@@ -86,10 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _config_problem(exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'config'}: {error['msg']}"
+        for error in exc.errors()
+    )
+    return f"invalid trainer config: {problems}"
+
+
 def _train(config: TrainerConfig) -> None:
+    # Like the TRL trainer: a bad line fails the run before anything loads.
+    rows = read_rows(Path(config.training_file), config.data_format)
     emit(Log(text=f"Loading model {config.model_name}"))
     emit(Stage(stage="model_loaded", hash=_model_hash(config)))
-    rows = read_rows(Path(config.training_file), config.data_format)
     emit(Log(text=f"Loaded {len(rows)} training examples"))
     emit(Stage(stage="data_loaded", hash=file_hash(Path(config.training_file))))
     start = 0
@@ -111,7 +120,7 @@ def _train(config: TrainerConfig) -> None:
             emit(Log(text=f"Step {step}/{config.max_steps}: loss {loss:.4f}"))
         if last or step % config.save_steps == 0:
             path = _save_checkpoint(Path(config.checkpoint_dir), step)
-            emit(Checkpoint(step=step, path=str(path)))
+            emit(Checkpoint(step=step, path=str(path), hash=file_hash(path / STATE_FILE)))
             emit(Log(text=f"Checkpoint saved at step {step}"))
     model_file = _save_model(config)
     emit(Log(text="Training complete"))

@@ -175,7 +175,7 @@ async def test_actor_cancelled_in_a_long_synchronous_stretch_stops_at_its_next_a
         ref.try_tell(0.05)
         # Hard-cancel (what a shutdown does once the graceful deadline has passed) before the
         # actor has even started its handler; trio can only deliver it at the handler's await.
-        ref._incarnation.cancel_scope.cancel()
+        ref._incarnation.cancel()
         await ref.wait_stopped()
     assert journal.events == ["spun"]
 

@@ -99,7 +99,7 @@ async def test_relocated_actor_restarts_on_its_new_placement() -> None:
     async with open_supervisor(checkpoints=InMemoryCheckpointStore()) as sup:
         await sup.start_child(Placed, journal, name="p", placement="a")
         moved = await sup.relocate("p", "b")
-        moved._incarnation.cancel_scope.cancel()  # an external kill: not a graceful stop
+        moved._incarnation.cancel()  # an external kill: not a graceful stop
         await moved.wait_stopped()
         await trio.testing.wait_all_tasks_blocked()
         again = sup.lookup("p")

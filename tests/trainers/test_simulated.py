@@ -28,7 +28,7 @@ from alallo.trainers import (
     parse_line,
 )
 from alallo.trainers import simulated
-from alallo.trainers._data import UserDataError, file_hash, read_rows
+from alallo.trainers._data import UserDataError, file_hash, read_rows, tree_hash
 
 _Message = Log | Stage | Progress | Checkpoint | Done | Error
 
@@ -94,8 +94,14 @@ def test_run_speaks_the_protocol(
     assert losses == {10: simulated.fake_loss(10), 20: simulated.fake_loss(20)}
     assert losses[20] < losses[10]
     assert f"Step 10/20: loss {losses[10]:.4f}" in run.logs
-    assert [(c.step, c.path) for c in run.of(Checkpoint)] == [
-        (step, str(tmp_path / "checkpoints" / f"checkpoint-{step}")) for step in (10, 20)
+    checkpoints = tmp_path / "checkpoints"
+    assert run.of(Checkpoint) == [
+        Checkpoint(
+            step=step,
+            path=str(checkpoints / f"checkpoint-{step}"),
+            hash=file_hash(checkpoints / f"checkpoint-{step}" / simulated.STATE_FILE),
+        )
+        for step in (10, 20)
     ]
     for step in (10, 20):
         state_file = tmp_path / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json"
@@ -181,8 +187,7 @@ def test_missing_column_is_a_user_error(
 ) -> None:
     run = _run(_config(tmp_path, missing_column_file), tmp_path, capsys)
     assert run.returncode == 1
-    assert run.messages[-1] == Error(kind="user", message='line 3: missing column "text"')
-    assert "data_loaded" not in [s.stage for s in run.of(Stage)]
+    assert run.messages == [Error(kind="user", message='line 3: missing column "text"')]
 
 
 def test_bad_config_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -277,6 +282,18 @@ def test_rows_keep_only_the_format_columns(tmp_path: Path) -> None:
     pair = _write(tmp_path, '{"prompt": "a", "completion": "b", "x": 1}\n')
     pairs = read_rows(pair, "prompt_completion")
     assert pairs == [{"prompt": "a", "completion": "b"}]
+
+
+def test_tree_hash_ignores_location_and_skipped_files(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name / "sub").mkdir(parents=True)
+        (tmp_path / name / "sub" / "weights.bin").write_bytes(b"\x00\x01")
+        (tmp_path / name / "config.json").write_text("{}")
+    (tmp_path / "b" / "optimizer.pt").write_bytes(b"state")
+    assert tree_hash(tmp_path / "a") == tree_hash(tmp_path / "b", skip=("optimizer",))
+    assert tree_hash(tmp_path / "a") != tree_hash(tmp_path / "b")
+    (tmp_path / "b" / "config.json").write_text("{ }")
+    assert tree_hash(tmp_path / "a") != tree_hash(tmp_path / "b", skip=("optimizer",))
 
 
 def test_non_utf8_file_is_a_user_error(tmp_path: Path) -> None:

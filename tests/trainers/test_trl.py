@@ -78,8 +78,6 @@ def _run(config: TrainerConfig) -> _Run:
         text=True,
         timeout=300,
         check=False,
-        # Runs overlap: one thread each keeps them from fighting over the cores.
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     lines = done.stdout.splitlines()
     # stdout carries protocol lines only; library chatter goes to stderr.
@@ -113,8 +111,10 @@ def runs(
         "full": _config(root / "full", tiny_model, text_file, adapter="full"),
         "messages": _config(root / "messages", tiny_model, messages_file,
                             data_format="messages", **short),
-        "prompt_completion": _config(root / "pc", tiny_model, prompt_completion_file,
-                                     data_format="prompt_completion", **short),
+        # Names a tiny model that is not built yet: the trainer builds it.
+        "prompt_completion": _config(root / "pc", root / "models" / "alallo--tiny-gpt2",
+                                     prompt_completion_file, data_format="prompt_completion",
+                                     **short),
         "4-bit": _config(root / "4bit", tiny_model, text_file, precision="4-bit"),
     }
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
@@ -143,6 +143,7 @@ def _assert_trained(run: _Run, config: TrainerConfig, *, first_step: int = 1) ->
         expected = Path(config.checkpoint_dir) / f"checkpoint-{checkpoint.step}"
         assert Path(checkpoint.path) == expected
         assert (Path(checkpoint.path) / "trainer_state.json").is_file()
+        assert len(checkpoint.hash or "") == 16
         assert f"Checkpoint saved at step {checkpoint.step}" in run.logs
     assert run.logs[-1] == "Training complete"
     done = run.messages[-1]
@@ -205,7 +206,10 @@ def test_messages_data_trains(runs: dict[str, _Started]) -> None:
 
 
 def test_prompt_completion_data_trains(runs: dict[str, _Started]) -> None:
-    _assert_trained(runs["prompt_completion"].result(), runs["prompt_completion"].config)
+    config, run = runs["prompt_completion"].config, runs["prompt_completion"].result()
+    _assert_trained(run, config)
+    assert run.logs[:2] == ["Building model alallo/tiny-gpt2", "Loading model alallo/tiny-gpt2"]
+    assert (Path(config.model) / "config.json").is_file()
 
 
 def test_four_bit_without_a_gpu_is_a_user_error(runs: dict[str, _Started]) -> None:
