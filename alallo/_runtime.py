@@ -23,11 +23,11 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import structlog
 import trio
-from actors import Restart, Supervisor, open_supervisor
+from actors import ActorStopped, Restart, RestartIntensity, Supervisor, open_supervisor
 
 from . import _lifecycle as lifecycle
 from ._bus import EventBus, Item, Lagged
@@ -47,6 +47,10 @@ __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 LOCAL_ACCOUNT = "acct-local"
 """The account of the embedded default; its key is in ``<data_dir>/api-key``."""
 DEFAULT_STEPS_BATCH = 4
+CANCEL_TIMEOUT_S = 30.0
+"""How long a cancel request waits for the job's actor to take it."""
+JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
+"""Restarts of job actors the supervisor allows before giving up (across all jobs)."""
 NO_CAPACITY_NOTE = "No capacity is free right now; the job would wait in the queue."
 
 log = structlog.get_logger("alallo.runtime")
@@ -83,7 +87,7 @@ class Runtime:
         await trio.to_thread.run_sync(self.store.open)
         await self._ensure_local_account()
         self._supervisor = await self._stack.enter_async_context(
-            open_supervisor(name="alallo"))
+            open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY))
         for job in await self.store.live_jobs():
             await self._start_actor(job.id)
         return self
@@ -309,17 +313,16 @@ class Runtime:
             InvalidTransition: the job has already finished (409).
         """
         job = await self.get_job(account_id, job_id)
-        ref = self._supervisor.lookup(job_id) if self._supervisor else None
-        if job.status.is_final or ref is None:
-            lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))
-            return job
-        try:
-            reply: Job = await ref.ask(CancelJob(), timeout=30.0)
-        except Exception:
-            latest = await self.get_job(account_id, job_id)
-            lifecycle.apply(latest, lifecycle.CancelRequested(now=time.time()))
-            raise
-        return reply
+        if not job.status.is_final:
+            ref = self._supervisor.lookup(job_id) if self._supervisor else None
+            if ref is not None:
+                try:
+                    return cast(Job, await ref.ask(CancelJob(), timeout=CANCEL_TIMEOUT_S))
+                except ActorStopped:
+                    pass  # the job ended meanwhile: answer from what the store says
+            job = await self.get_job(account_id, job_id)
+        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
+        return job
 
     async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
                           limit: int = 100) -> tuple[list[Event], bool]:

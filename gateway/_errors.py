@@ -39,22 +39,19 @@ def error_response(status: int, code: str, message: str, param: str | None) -> J
                         status_code=status)
 
 
-async def _alallo_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, AlalloError)
+async def _alallo_error(request: Request, exc: AlalloError) -> JSONResponse:
     status = next((s for cls, s in _STATUS if isinstance(exc, cls)), 400)
     return error_response(status, exc.code, exc.message, exc.param)
 
 
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ValidationError)
+async def _validation_error(request: Request, exc: ValidationError) -> JSONResponse:
     first: dict[str, Any] = dict(exc.errors()[0])
     param = ".".join(str(part) for part in first["loc"]) or None
     message = f"{param}: {first['msg']}" if param else str(first["msg"])
     return error_response(422, "invalid_request", message, param)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, HTTPException)
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail), None)
 
