@@ -121,7 +121,7 @@ def demo(
     exit_after: Annotated[bool, typer.Option("--exit", help="Stop once the job has ended.")] = False,
 ) -> None:
     """Start the server, fine-tune the tiny model on the sample data, and show it live."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     _configure_logging(logging.WARNING)
     settings = _settings(host, port, data_dir)
     outcome: dict[str, Any] = {}
@@ -146,8 +146,6 @@ def demo(
             console.print(f"[red]Error: {exc}[/red]")
             outcome["error"] = str(exc)
         job = outcome.get("job")
-        if job and job.get("fine_tuned_model"):
-            console.print(f"The fine-tuned model is in [bold]{job['fine_tuned_model']}[/bold]")
         if not exit_after:
             page = f"{url}/jobs/{job['id']}" if job else f"{url}/"
             console.print(f"Dashboard: {page}#key={runtime.api_key}   (Ctrl-C to stop)")

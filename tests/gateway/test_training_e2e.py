@@ -76,3 +76,41 @@ async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
     # The log endpoint serves the same lines.
     served = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/log")).json()
     assert [line["text"] for line in served["data"]] == log
+
+
+async def test_cancel_a_real_training_run_leaves_no_process(client: httpx.AsyncClient) -> None:
+    from test_jobs_http import trainer_pids, wait_for_step
+
+    file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
+    job = (await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file["id"], "adapter": "full",
+        "hyperparameters": {"max_steps": 5000}})).json()
+    await wait_for_step(client, job["id"], 2)
+    assert trainer_pids(job["id"])
+
+    cancelled = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
+    assert cancelled.json()["status"] in {"cancelling", "cancelled"}
+    items = await read_stream(client, job["id"])
+    final = items[-1][2]
+    assert final["status"] == "cancelled" and final["progress"]["step"] < 5000
+    assert trainer_pids(job["id"]) == []
+
+
+def test_demo_trains_the_sample_job_and_exits(tmp_path: Path) -> None:
+    """``make run`` is ``alallo demo``; ``--exit`` returns once the job has ended."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "alallo", "demo", "--exit", "--port", "0",
+         "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "Uploaded sample.jsonl: 48 examples (text)" in out
+    assert "queued (Starting)" in out
+    assert re.search(r"Step 10/36: loss \d", out) and "Step 30/36: loss" in out
+    assert "succeeded" in out
+    model = re.search(r"Fine-tuned model: (\S+)", out)
+    assert model is not None and (Path(model.group(1)) / "adapter_config.json").is_file()
