@@ -17,9 +17,11 @@ TIME_LEFT_MINUTES_BELOW_S = 5400.0
 def format_duration(seconds: float, *, minutes_below: float = TIME_LEFT_MINUTES_BELOW_S) -> str:
     """Write a duration as the seeds do: ``"40 min"`` or ``"1.3 h"``.
 
-    Times under ``minutes_below`` seconds are whole minutes (at least 1);
-    longer ones are hours with one decimal.
+    Times under ``minutes_below`` seconds are whole minutes (``"< 1 min"``
+    under half a minute); longer ones are hours with one decimal.
     """
+    if seconds < 30:
+        return "< 1 min"
     if seconds < minutes_below:
         return f"{max(1, round(seconds / 60))} min"
     return f"{seconds / 3600:.1f} h"

@@ -20,7 +20,7 @@ def test_estimate_reads_like_the_seed() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(10, "1 min"), (89 * 60, "89 min"), (90 * 60, "1.5 h"), (5 * 3600, "5.0 h")],
+    [(10, "< 1 min"), (45, "1 min"), (89 * 60, "89 min"), (90 * 60, "1.5 h"), (5 * 3600, "5.0 h")],
 )
 def test_time_left_is_in_minutes_under_one_and_a_half_hours(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -221,3 +222,24 @@ async def test_events_page_with_the_openai_sdk_cursor(client: httpx.AsyncClient,
                              params={"after": first["data"][-1]["id"]})).json()
     assert rest["data"][0]["seq"] > first["data"][-1]["seq"]
     assert rest["data"][-1]["type"] == "JOB_COMPLETE" and not rest["has_more"]
+
+
+async def test_models_list_the_tiny_model_and_accept_a_local_directory(
+        client: httpx.AsyncClient, file_id: str, tmp_path: Path) -> None:
+    models = (await client.get("/v1/models")).json()["data"]
+    tiny = next(m for m in models if m["id"] == "alallo/tiny-gpt2")
+    assert tiny["runnable_here"] and tiny["adapters"] == ["lora", "full"]
+
+    local = tmp_path / "my-model"
+    local.mkdir()
+    (local / "config.json").write_text('{"model_type": "gpt2", "n_positions": 512}')
+    response = await client.post("/v1/fine_tuning/jobs", json={
+        "model": str(local), "training_file": file_id, "hyperparameters": {"max_steps": 2},
+        "trainer": "simulated"})
+    assert response.status_code == 200, response.text
+    listed = {m["id"]: m for m in (await client.get("/v1/models")).json()["data"]}
+    assert listed[str(local)]["context_length"] == 512
+
+    relative = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "my-model", "training_file": file_id})
+    assert relative.status_code == 422 and "unknown model" in relative.json()["error"]["message"]
