@@ -43,7 +43,7 @@ class Actor(Generic[MessageT]):
     Attributes:
         control_messages: Message types that travel in the control lane: they overtake queued
             user messages and are never refused for lack of room. Keep them few and cheap
-            (cancel requests, status probes); see `Mailbox` for why.
+            (cancel requests, status probes); `docs/actors.md` says why.
     """
 
     control_messages: ClassVar[tuple[type, ...]] = ()

@@ -21,7 +21,7 @@ ESTIMATE_LOW = 0.8
 ESTIMATE_HIGH = 1.5
 """High end of an estimate as a share of the expected time (wider: queue wait)."""
 LOCAL_CPU = "cpu"
-_CPU_PRICE_PER_HOUR = 0.10
+DEFAULT_CPU_PRICE_PER_HOUR = 0.10
 """USD per hour of the local CPU node (a nominal price, so the ledger has figures)."""
 _BASELINE_PARAMETERS = 133_000
 _BASELINE_STEP_S = 0.06
@@ -31,8 +31,9 @@ _STARTUP_S = 8.0
 _SIMULATED_STARTUP_S = 0.3
 
 
-def plan_for(model: CatalogueModel, spec: JobSpec) -> Plan:
-    """The plan of a job on the local CPU node."""
+def plan_for(model: CatalogueModel, spec: JobSpec, *,
+             cpu_price_per_hour: float = DEFAULT_CPU_PRICE_PER_HOUR) -> Plan:
+    """The plan of a job on the local CPU node (USD per hour as the operator set it)."""
     from ._spec import SimulatedTrainer
 
     batch = spec.hyperparameters.batch_size or 4
@@ -50,7 +51,7 @@ def plan_for(model: CatalogueModel, spec: JobSpec) -> Plan:
         device_type=LOCAL_CPU,
         devices=1,
         memory_gb=round(max(memory_gb, 0.1), 2),
-        price_per_hour=_CPU_PRICE_PER_HOUR,
+        price_per_hour=cpu_price_per_hour,
         step_time_s=step_s,
         startup_s=startup_s,
     )

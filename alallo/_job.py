@@ -115,6 +115,18 @@ class Job(BaseModel):
     """Lines in the current attempt's log."""
     last_log_line: str | None = None
     """The last line of the current run's log, for ``Training failed: ...``."""
+    charged_through: int = 0
+    """The last step charged; steps up to it are never charged again."""
+    restarts: int = 0
+    """Runs restarted after platform errors (bounded by ``Settings.max_restarts``)."""
+    restart_cause: str | None = None
+    """Set while a restart is due: why the last run ended."""
+    stop_reason: str | None = None
+    """Set when alallo stopped the job (budget, time limit): its ``failed`` message."""
+    cancel_free: bool = False
+    """The cancel request came when cancelling is free (see ``docs/cancelling.md``)."""
+    ran_s: float = 0.0
+    """Seconds of running in finished runs (the time limit counts all runs)."""
     trainer_error: tuple[Literal["user", "platform"], str] | None = None
     """The error the current run's trainer reported, applied when it exits."""
     final_hash: str | None = None

@@ -1,9 +1,10 @@
 """The job actor: the one writer of one job (DESIGN.md, rule 3).
 
 It owns the job's trainer process. Everything that happens to the job comes
-in through its mailbox (the trainer's lines, its exit, a cancel from a user),
-goes through the pure state machine, is persisted, and only then published.
-Cancel travels on the control lane, so it overtakes a backlog of progress.
+in through its mailbox (the trainer's lines, its exit, a cancel from a user,
+a limit reached), goes through the pure state machine, is persisted, and
+only then published. Cancel travels on the control lane, so it overtakes a
+backlog of progress lines.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import structlog
 import trio
@@ -22,12 +23,14 @@ from actors import Actor
 from . import _lifecycle as lifecycle
 from ._bus import Item
 from ._job import Event, Job, LogLine
+from ._operator import JOB_RESTARTS, notify_platform_failure
 from ._spec import CommandTrainer, SimulatedTrainer
-from ._status import JobStatus
+from ._status import EventType, JobStatus
 from ._trainer_process import TrainerProcess
-from .trainers import Error, Log, TrainerConfig, parse_line
+from .trainers import Error, Log, TrainerConfig, WandbConfig, parse_line
 
 if TYPE_CHECKING:
+    from ._billing import LedgerEntry
     from ._runtime import Runtime
 
 __all__ = ["CancelJob", "JobActor", "JobMessage"]
@@ -41,6 +44,11 @@ class CancelJob:
 
 
 @dataclass(frozen=True)
+class _Waiting:
+    pass
+
+
+@dataclass(frozen=True)
 class _RunStarting:
     config_hash: str
     resume_step: int | None
@@ -48,8 +56,8 @@ class _RunStarting:
 
 
 @dataclass(frozen=True)
-class _Waiting:
-    pass
+class _CannotAfford:
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,13 @@ class _TrainerEnded:
     returncode: int | None
 
 
-JobMessage = CancelJob | _Waiting | _RunStarting | _TrainerLine | _TrainerEnded
+@dataclass(frozen=True)
+class _LimitReached:
+    limit: Literal["budget", "time_limit"]
+
+
+JobMessage = (CancelJob | _Waiting | _RunStarting | _CannotAfford | _TrainerLine
+              | _TrainerEnded | _LimitReached)
 
 
 class JobActor(Actor[JobMessage]):
@@ -96,13 +110,14 @@ class JobActor(Actor[JobMessage]):
         if job is None:
             raise LookupError(f"job {self._job_id} is not in the store")
         self._job = job
+        self._published_state_seq = job.state_seq
         if job.status.is_final:
             self.stop()
         elif job.status is JobStatus.CANCELLING:
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
-            self.stop()
         else:
-            cause = "the server restarted" if job.status is not JobStatus.QUEUED else None
+            running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
+            cause = job.restart_cause or ("the server restarted" if running else None)
             self.nursery.start_soon(self._run, cause)
 
     async def handle(self, message: JobMessage) -> Any:
@@ -110,40 +125,73 @@ class JobActor(Actor[JobMessage]):
         match message:
             case CancelJob():
                 await self._apply(lifecycle.CancelRequested(now=now))
-                if self._run_scope is not None:
-                    self._run_scope.cancel()
                 return self.job
             case _Waiting():
                 await self._apply(lifecycle.WaitingForCapacity(now=now))
+            case _CannotAfford(detail=detail):
+                await self._apply(lifecycle.AutoCancel(now=now, reason="balance", detail=detail))
             case _RunStarting(config_hash=digest, resume_step=step, cause=cause):
                 await self._apply(lifecycle.Started(now=now, config_hash=digest,
                                                     resume_step=step, cause=cause))
             case _TrainerLine(text=text):
                 await self._on_line(text, now)
             case _TrainerEnded(returncode=code):
-                await self._apply(lifecycle.TrainerExited(returncode=code, now=now))
-                if self.job.status.is_final:
-                    self.stop()
+                await self._apply(lifecycle.TrainerExited(
+                    returncode=code, now=now, max_restarts=self._rt.settings.max_restarts))
+            case _LimitReached(limit=limit):
+                await self._apply(lifecycle.LimitReached(now=now, limit=limit))
         return None
 
     async def _on_line(self, text: str, now: float) -> None:
         message = parse_line(text)
         if isinstance(message, Log):
-            if not message.text.strip():
-                return
-            job, line = lifecycle.append_log(self.job, message.text, now=now)
-            await self._persist(job, (), (line,))
+            if message.text.strip():
+                job, line = lifecycle.append_log(self.job, message.text, now=now)
+                await self._persist(job, (), (line,), ())
         else:
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
 
     async def _apply(self, event: lifecycle.Input) -> None:
-        transition = lifecycle.apply(self.job, event)
-        if transition.changed:
-            await self._persist(transition.job, transition.events, ())
+        before = self.job
+        transition = lifecycle.apply(before, event)
+        if not transition.changed:
+            return
+        balance, billing_limit = await self._persist(
+            transition.job, transition.events, (), transition.ledger)
+        charged = any(entry.kind == "charge" for entry in transition.ledger)
+        await self._react(before, transition.job, transition.events,
+                          balance + billing_limit if charged else None)
 
-    async def _persist(self, job: Job, events: tuple[Event, ...] | tuple[()],
-                       lines: tuple[LogLine, ...] | tuple[()]) -> None:
-        await self._rt.store.save_job(job, events, lines)
+    async def _react(self, before: Job, job: Job, events: tuple[Event, ...],
+                     headroom: float | None) -> None:
+        """Do what the new state asks for: stop the trainer, restart it, tell the operator."""
+        if job.status.is_final:
+            if self._run_scope is not None:
+                self._run_scope.cancel()
+            for event in events:
+                if event.type is EventType.JOB_ERROR:
+                    self._rt.notify_operator(job.id, event.message)
+            self.stop()
+            return
+        stopping = job.status is JobStatus.CANCELLING or job.stop_reason is not None
+        if stopping and self._run_scope is not None:
+            self._run_scope.cancel()
+        elif stopping and self._run_scope is None and not before.status.is_final:
+            # Nothing runs (queued, or between runs): the job ends now.
+            await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+        elif job.restart_cause is not None and before.restart_cause is None:
+            JOB_RESTARTS.inc()
+            self.nursery.start_soon(self._run, job.restart_cause)
+        elif headroom is not None and headroom <= 0 and job.status is JobStatus.RUNNING:
+            await self._apply(lifecycle.AutoCancel(
+                now=time.time(), reason="billing_limit",
+                detail=f"the balance is ${headroom:.6f} past the billing limit; "
+                       "completed steps are charged"))
+
+    async def _persist(self, job: Job, events: tuple[Event, ...],
+                       lines: tuple[LogLine, ...],
+                       entries: tuple[LedgerEntry, ...]) -> tuple[float, float]:
+        balance = await self._rt.store.save_job(job, events, lines, entries)
         self._job = job
         items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
         items += [Item(job.id, "log", line.n, line.public()) for line in lines]
@@ -152,9 +200,9 @@ class JobActor(Actor[JobMessage]):
             self._published_state_seq = job.state_seq
         items.sort(key=lambda item: item.seq)
         self._rt.bus.publish(job.account_id, items)
-        if events:
-            for e in events:
-                log.info("job.event", job_id=job.id, type=e.type.value, seq=e.seq)
+        for e in events:
+            log.info("job.event", job_id=job.id, type=e.type.value, seq=e.seq)
+        return balance
 
     async def _run(self, cause: str | None) -> None:
         """Wait for a slot, run the trainer, report its end (a helper task)."""
@@ -165,11 +213,14 @@ class JobActor(Actor[JobMessage]):
                 await self.ref.tell(_Waiting())
             async with self._rt.capacity:
                 job = self.job
+                if job.attempt == 0 and (detail := await self._cannot_afford(job)):
+                    await self.ref.tell(_CannotAfford(detail))
+                    scope.cancel()
+                    await trio.lowlevel.checkpoint()
                 workdir = self._rt.settings.jobs_dir.resolve() / job.id
                 attempt_dir = workdir / f"attempt-{job.attempt + 1}"
                 attempt_dir.mkdir(parents=True, exist_ok=True)
-                config = self._config(job, workdir)
-                payload = config.model_dump_json(indent=2)
+                payload = self._config(job, workdir).model_dump_json(indent=2)
                 config_path = attempt_dir / "config.json"
                 config_path.write_text(payload)
                 digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -180,14 +231,33 @@ class JobActor(Actor[JobMessage]):
                     output_log=attempt_dir / "trainer-output.log",
                     grace_s=self._rt.settings.cancel_grace_s,
                 )
-                try:
-                    await process.run(self._line)
-                except OSError as exc:  # the command is missing or not executable
-                    await self.ref.tell(_TrainerLine(Error(
-                        kind="user", message=f"cannot start the trainer: {exc}",
-                    ).model_dump_json()))
+                async with trio.open_nursery() as run:
+                    run.start_soon(self._watch_limits, job.ran_s)
+                    try:
+                        await process.run(self._line)
+                    except OSError as exc:  # the command is missing or not executable
+                        await self._line(Error(kind="user", message=(
+                            f"cannot start the trainer: {exc}")).model_dump_json())
+                    run.cancel_scope.cancel()
         self._run_scope = None
         await self.ref.tell(_TrainerEnded(process.returncode if process else None))
+
+    async def _watch_limits(self, ran_s: float) -> None:
+        """Tell the job when it has run too long: the budget, then the time limit."""
+        settings = self._rt.settings
+        budget_s = settings.budget_factor * self.job.estimate.high_s
+        limits = sorted([(budget_s - ran_s, "budget"), (settings.time_limit_s - ran_s,
+                                                         "time_limit")])
+        await trio.sleep(max(0.0, limits[0][0]))
+        await self.ref.tell(_LimitReached(limits[0][1]))  # type: ignore[arg-type]
+
+    async def _cannot_afford(self, job: Job) -> str | None:
+        balance, billing_limit = await self._rt.store.balance(job.account_id)
+        low = job.price_estimate[0]
+        if balance + billing_limit >= low:
+            return None
+        return (f"the job costs at least ${low:.6f}; the balance is ${balance:.6f} "
+                f"with a billing limit of ${billing_limit:.6f}")
 
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))
@@ -196,16 +266,22 @@ class JobActor(Actor[JobMessage]):
         settings = self._rt.settings
         spec = job.spec
         hp = job.resolved_hyperparameters()
-        file = self._rt.file_path(job.spec.training_file)
         trainer = spec.trainer
         model = self._rt.catalogue.resolve(spec.model)
         model_dir = model.local_path or settings.models_dir.resolve() / spec.model.replace("/", "--")
+        wandb = None
+        if spec.integrations:
+            w = spec.integrations[0].wandb
+            wandb = WandbConfig(project=w.project, api_key=w.api_key, name=w.name or job.id,
+                                entity=w.entity, mode=settings.wandb_mode,
+                                base_url=settings.wandb_base_url, dir=str(workdir / "wandb"))
+        simulated = trainer if isinstance(trainer, SimulatedTrainer) else None
         return TrainerConfig(
             job_id=job.id,
             model=str(model_dir),
             model_name=spec.model,
-            training_file=str(file),
-            data_format=self._rt.file_format(job.spec.training_file),
+            training_file=self._rt.file_path(spec.training_file),
+            data_format=self._rt.file_format(spec.training_file),
             output_dir=str(workdir / "model"),
             checkpoint_dir=str(workdir / "checkpoints"),
             resume_from=job.checkpoint.path if job.checkpoint else None,
@@ -217,14 +293,14 @@ class JobActor(Actor[JobMessage]):
             learning_rate=hp["learning_rate"],
             lora_rank=hp["lora_rank"] or 8,
             seed=spec.seed or 0,
-            step_delay_s=trainer.step_delay_s if isinstance(trainer, SimulatedTrainer) else 0.0,
-            fail_at_step=trainer.fail_at_step if isinstance(trainer, SimulatedTrainer) else None,
+            step_delay_s=simulated.step_delay_s if simulated else 0.0,
+            fail_at_step=simulated.fail_at_step if simulated else None,
+            wandb=wandb,
         )
 
     def _command(self, config_path: Path) -> list[str]:
         trainer = self.job.spec.trainer
-        python = self._rt.settings.python
         if isinstance(trainer, CommandTrainer):
             return [*trainer.command, str(config_path)]
         module = "simulated" if isinstance(trainer, SimulatedTrainer) else "trl"
-        return [python, "-m", f"alallo.trainers.{module}", str(config_path)]
+        return [self._rt.settings.python, "-m", f"alallo.trainers.{module}", str(config_path)]

@@ -1,30 +1,37 @@
-"""The job state machine: ``(job, input) -> (job', events)``, pure.
+"""The job state machine: ``(job, input) -> (job', events, ledger)``, pure.
 
 Every rule of the seeds about what a user sees (statuses, messages, events)
-is decided here and nowhere else; the job actor feeds inputs in, persists
-what comes out, then publishes it (DESIGN.md, "persist, then publish").
-Nothing here reads a clock or touches a file: the time comes in the input.
+and who pays what is decided here and nowhere else; the job actor feeds
+inputs in, persists what comes out, then publishes it (DESIGN.md, "persist,
+then publish"). Nothing here reads a clock, a setting or a file: what it
+needs comes in the input. See ``docs/design.md``.
 
 Sequence numbers are handed out here too, so that they are part of the
 state: a transition's events get the next numbers in order, then the job
 itself (it changed) gets the one after. A transition that changes nothing
-returns the job as it was and no events.
+returns the job as it was (``changed`` is False).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._billing import LedgerEntry, charge_through, refund_all
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
 from ._status import EventLevel, EventType, JobStatus, Message
-from .trainers import Checkpoint, Done, Error, Log, Stage
+from .trainers import Checkpoint, Done, Error, Integration, Stage
 from .trainers import Progress as TrainerProgress
 
 __all__ = [
+    "AutoCancel",
     "CancelRequested",
     "Created",
     "Input",
+    "LimitReached",
+    "NotAvailable",
     "Started",
     "TrainerExited",
     "TrainerReported",
@@ -50,8 +57,16 @@ class WaitingForCapacity:
 
 
 @dataclass(frozen=True)
+class NotAvailable:
+    """No capacity could ever run the job (or only at a lower precision)."""
+
+    now: float
+    lower_precision_fits: bool = False
+
+
+@dataclass(frozen=True)
 class Started:
-    """A trainer process is starting for the job (a new attempt)."""
+    """A trainer process is starting for the job (a new run)."""
 
     now: float
     config_hash: str | None = None
@@ -65,16 +80,20 @@ class Started:
 class TrainerReported:
     """The trainer printed a protocol message (other than a log line)."""
 
-    message: Stage | TrainerProgress | Checkpoint | Done | Error
+    message: Stage | TrainerProgress | Checkpoint | Done | Error | Integration
     now: float
 
 
 @dataclass(frozen=True)
 class TrainerExited:
-    """The trainer process ended (``returncode``), or never ran (None)."""
+    """The trainer process ended (``returncode``), or never ran (None).
+
+    ``max_restarts`` bounds the restarts after platform errors.
+    """
 
     returncode: int | None
     now: float
+    max_restarts: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,56 +103,146 @@ class CancelRequested:
     now: float
 
 
-Input = Created | WaitingForCapacity | Started | TrainerReported | TrainerExited | CancelRequested
+@dataclass(frozen=True)
+class AutoCancel:
+    """alallo cancels the job for the user (seed 000): money or W&B.
+
+    ``detail`` completes the event's message: the amounts, or W&B's reason.
+    """
+
+    now: float
+    reason: Literal["balance", "billing_limit", "wandb"]
+    detail: str
+
+
+@dataclass(frozen=True)
+class LimitReached:
+    """The job ran far longer than planned (budget) or hit the time limit."""
+
+    now: float
+    limit: Literal["budget", "time_limit"]
+
+
+Input = (Created | WaitingForCapacity | NotAvailable | Started | TrainerReported
+         | TrainerExited | CancelRequested | AutoCancel | LimitReached)
 
 
 @dataclass(frozen=True)
 class Transition:
-    """What an input did: the new job and the events to add, in order."""
+    """What an input did: the new job, the events and ledger entries to add, in order."""
 
     job: Job
     events: tuple[Event, ...] = ()
+    ledger: tuple[LedgerEntry, ...] = ()
     changed: bool = True
     """False when the input changed nothing: there is nothing to persist."""
+
+
+@dataclass
+class _Draft:
+    """A transition being built: updates to the job, events, ledger entries."""
+
+    job: Job
+    now: float
+    updates: dict[str, object] = field(default_factory=dict)
+    events: list[tuple[EventType, str, str | None, EventLevel, int | None]] = field(
+        default_factory=list)
+    ledger: list[LedgerEntry] = field(default_factory=list)
+
+    def set(self, **updates: object) -> _Draft:
+        self.updates.update(updates)
+        return self
+
+    def event(self, kind: EventType, message: str, digest: str | None = None, *,
+              level: EventLevel = EventLevel.INFO, step: int | None = None) -> _Draft:
+        self.events.append((kind, message, digest, level, step))
+        return self
+
+    @property
+    def current(self) -> Job:
+        return self.job.model_copy(update=self.updates)
+
+    def charge(self, step: int) -> _Draft:
+        updates, entry = charge_through(self.current, step)
+        if entry is not None:
+            self.updates.update(updates)
+            self.ledger.append(entry)
+        return self
+
+    def refund(self, why: str) -> _Draft:
+        updates, entry = refund_all(self.current)
+        if entry is not None:
+            self.updates.update(updates)
+            self.ledger.append(entry)
+            self.event(EventType.REFUND, f"Refunded ${entry.amount:.6f}: {why}")
+        return self
+
+    def done(self) -> Transition:
+        seq = self.job.seq
+        made: list[Event] = []
+        for kind, text, digest, level, step in self.events:
+            seq += 1
+            made.append(Event(seq=seq, created_at=int(self.now), type=kind, message=text,
+                              level=level, hash=digest, step=step))
+        job = self.job.model_copy(update={**self.updates, "seq": seq + 1, "state_seq": seq + 1})
+        return Transition(job, tuple(made), tuple(self.ledger))
 
 
 def apply(job: Job, event: Input) -> Transition:
     """Apply one input to a job.
 
     Raises:
-        InvalidTransition: the input is not allowed in the job's status, for
-            example cancelling a job that has finished.
+        InvalidTransition: the user cancels a job that has finished.
     """
     if job.status.is_final:
         if isinstance(event, CancelRequested):
-            raise InvalidTransition(
-                f"cannot cancel job {job.id}: it is {job.status.value}"
-            )
+            raise InvalidTransition(f"cannot cancel job {job.id}: it is {job.status.value}")
         return _unchanged(job)
+    draft = _Draft(job, event.now)
     match event:
-        case Created(now=now):
-            return _emit(job, {"message": Message.STARTING.value}, now,
-                         (EventType.JOB_PENDING, "Fine tune request created", None))
-        case WaitingForCapacity(now=now):
+        case Created():
+            draft.set(message=Message.STARTING.value).event(
+                EventType.JOB_PENDING, "Fine tune request created")
+        case WaitingForCapacity():
             if job.status is not JobStatus.QUEUED:
                 return _unchanged(job)
-            return _emit(job, {"message": Message.WAITING_FOR_CAPACITY.value}, now)
+            draft.set(message=Message.WAITING_FOR_CAPACITY.value)
+        case NotAvailable(lower_precision_fits=lower):
+            message = (Message.CHOOSE_LOWER_PRECISION if lower else Message.NOT_AVAILABLE).value
+            _fail(draft, message, "not_available", EventType.JOB_ERROR)
         case Started():
-            return _started(job, event)
-        case TrainerReported(message=message, now=now):
-            return _reported(job, message, now)
-        case TrainerExited(returncode=code, now=now):
-            return _exited(job, code, now)
-        case CancelRequested(now=now):
             if job.status is JobStatus.CANCELLING:
                 return _unchanged(job)
-            return _emit(job, {"status": JobStatus.CANCELLING, "message": None}, now,
-                         (EventType.CANCEL_REQUESTED, "Cancel requested by user", None))
-    raise TypeError(f"not a lifecycle input: {event!r}")
+            _started(draft, event)
+        case TrainerReported(message=message):
+            if not _reported(draft, message):
+                return _unchanged(job)
+        case TrainerExited(returncode=code, max_restarts=limit):
+            _exited(draft, code, limit)
+        case CancelRequested():
+            if job.status is JobStatus.CANCELLING:
+                return _unchanged(job)
+            late = event.now > job.created_at + job.estimate.high_s
+            draft.set(status=JobStatus.CANCELLING, message=None, cancel_free=late).event(
+                EventType.CANCEL_REQUESTED, "Cancel requested by user")
+        case AutoCancel(reason=reason, detail=detail):
+            if job.status is JobStatus.CANCELLING:
+                return _unchanged(job)
+            _auto_cancel(draft, reason, detail)
+        case LimitReached(limit=limit):
+            if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
+                return _unchanged(job)
+            message = (Message.BUDGET_REACHED if limit == "budget"
+                       else Message.TIME_LIMIT_REACHED).value
+            draft.set(stop_reason=message).event(EventType.WARNING, message,
+                                                 level=EventLevel.WARNING)
+        case _:
+            raise TypeError(f"not a lifecycle input: {event!r}")
+    return draft.done()
 
 
 def append_log(job: Job, text: str, *, now: float) -> tuple[Job, LogLine]:
-    """Add a line to the current attempt's training log."""
+    """Add a line to the current run's training log."""
     seq = job.seq + 1
     line = LogLine(n=seq, at=now, text=text, attempt=max(job.attempt, 1))
     updates: dict[str, object] = {"seq": seq, "log_lines": job.log_lines + 1}
@@ -142,141 +251,149 @@ def append_log(job: Job, text: str, *, now: float) -> tuple[Job, LogLine]:
     return job.model_copy(update=updates), line
 
 
-def _started(job: Job, event: Started) -> Transition:
-    if job.status is JobStatus.CANCELLING:
-        return _unchanged(job)
-    now = event.now
-    attempt = job.attempt + 1
+def _unchanged(job: Job) -> Transition:
+    return Transition(job, changed=False)
+
+
+def _started(draft: _Draft, event: Started) -> None:
+    job, now = draft.job, event.now
     updates: dict[str, object] = {
-        "status": JobStatus.RUNNING,
-        "message": None,
-        "attempt": attempt,
-        "run_started_at": now,
-        "first_step_at": None,
-        "first_step": event.resume_step or 0,
-        "log_lines": 0,
-        "last_log_line": None,
-        "trainer_error": None,
+        "status": JobStatus.RUNNING, "message": None, "attempt": job.attempt + 1,
+        "run_started_at": now, "first_step_at": None, "first_step": event.resume_step or 0,
+        "log_lines": 0, "last_log_line": None, "trainer_error": None,
+        "restart_cause": None, "fine_tuned_model": None,
         "started_at": job.started_at or int(now),
     }
-    if event.resume_step is not None:
-        updates["progress"] = job.progress.model_copy(update={"step": event.resume_step})
-    events: list[tuple[EventType, str, str | None]] = []
-    if attempt > 1:
+    if job.attempt > 0:
+        updates["progress"] = job.progress.model_copy(update={"step": event.resume_step or 0})
         resumed = (f" from the checkpoint at step {event.resume_step}"
                    if event.resume_step is not None else " from the start")
-        events.append((EventType.JOB_RESTARTED,
-                       f"Job restarted{resumed}: {event.cause or 'the previous run stopped'}",
-                       None))
-    events.append((EventType.JOB_START, f"Job started at {_clock(now)}", event.config_hash))
-    return _emit(job, updates, now, *events)
+        draft.event(EventType.JOB_RESTARTED,
+                    f"Job restarted{resumed}: {event.cause or 'the previous run stopped'}")
+    draft.set(**updates).event(EventType.JOB_START, f"Job started at {_clock(now)}",
+                               event.config_hash)
 
 
-def _reported(job: Job, message: Stage | TrainerProgress | Checkpoint | Done | Error,
-              now: float) -> Transition:
-    model = job.spec.model
+def _reported(draft: _Draft,
+              message: Stage | TrainerProgress | Checkpoint | Done | Error | Integration) -> bool:
+    job, now, model = draft.job, draft.now, draft.job.spec.model
     match message:
         case Stage(stage="model_loaded", hash=h):
-            return _emit(job, {}, now, (EventType.MODEL_DOWNLOAD_COMPLETE,
-                                        f"Model data downloaded for {model} at {_clock(now)}", h))
+            draft.event(EventType.MODEL_DOWNLOAD_COMPLETE,
+                        f"Model data downloaded for {model} at {_clock(now)}", h)
         case Stage(stage="data_loaded", hash=h):
-            return _emit(job, {}, now, (EventType.TRAINING_DATA_DOWNLOAD_COMPLETE,
-                                        f"Training data downloaded for {model} at {_clock(now)}", h))
+            draft.event(EventType.TRAINING_DATA_DOWNLOAD_COMPLETE,
+                        f"Training data downloaded for {model} at {_clock(now)}", h)
         case Stage(stage="training_start", hash=h):
-            return _emit(job, {}, now, (EventType.TRAINING_START,
-                                        f"Training started for model {model}", h))
+            draft.event(EventType.TRAINING_START, f"Training started for model {model}", h)
         case TrainerProgress():
-            return _progress(job, message, now)
+            return _progress(draft, message)
         case Checkpoint(step=step, path=path, hash=h):
             saved = SavedCheckpoint(step=step, path=path, created_at=int(now), hash=h)
-            return _emit(job, {"checkpoint": saved}, now,
-                         (EventType.CHECKPOINT_SAVE, f"Checkpoint saved at step {step}", h),
-                         step=step)
+            draft.set(checkpoint=saved).event(EventType.CHECKPOINT_SAVE,
+                                              f"Checkpoint saved at step {step}", h, step=step)
+            if job.status is JobStatus.RUNNING:
+                draft.charge(step)
         case Done(model_path=path, hash=h):
-            return _emit(job, {"fine_tuned_model": path, "final_hash": h}, now,
-                         (EventType.TRAINING_COMPLETE, "Training completed", h))
+            draft.set(fine_tuned_model=path, final_hash=h).event(
+                EventType.TRAINING_COMPLETE, "Training completed", h)
         case Error(kind=kind, message=text):
-            return _emit(job, {"trainer_error": (kind, text)}, now)
-    raise TypeError(f"not a trainer message: {message!r}")
+            draft.set(trainer_error=(kind, text))
+        case Integration(ok=True):
+            draft.event(EventType.WANDB_INIT, f"WandB run initialized: {message.message}")
+        case Integration(ok=False, message=reason):
+            if job.status is JobStatus.CANCELLING:
+                return False
+            _auto_cancel(draft, "wandb", reason)
+        case _:
+            raise TypeError(f"not a trainer message: {message!r}")
+    return True
 
 
-def _progress(job: Job, message: TrainerProgress, now: float) -> Transition:
+def _progress(draft: _Draft, message: TrainerProgress) -> bool:
+    job = draft.job
     if message.step <= job.progress.step and job.first_step_at is not None:
-        return _unchanged(job)
+        return False
     progress = Progress(
-        step=min(message.step, message.max_steps),
+        step=min(message.step, job.progress.max_steps),
         max_steps=job.progress.max_steps,
         epoch=message.epoch if message.epoch is not None else job.progress.epoch,
         loss=message.loss if message.loss is not None else job.progress.loss,
     )
-    updates: dict[str, object] = {"progress": progress}
+    draft.set(progress=progress)
     if job.first_step_at is None:
-        updates["first_step_at"] = now
-        updates["first_step"] = message.step
-    return _emit(job, updates, now)
+        draft.set(first_step_at=draft.now, first_step=message.step)
+    return True
 
 
-def _exited(job: Job, returncode: int | None, now: float) -> Transition:
-    final: dict[str, object] = {"finished_at": int(now), "message": None}
+def _auto_cancel(draft: _Draft, reason: Literal["balance", "billing_limit", "wandb"],
+                 detail: str) -> None:
+    draft.set(status=JobStatus.CANCELLING, message=None)
+    if reason == "wandb":
+        draft.event(EventType.WANDB_INIT, f"WandB login or init failed: {detail}",
+                    level=EventLevel.ERROR)
+        draft.event(EventType.CANCEL_REQUESTED, "Job cancelled due to error in WandB login/init")
+    elif reason == "billing_limit":
+        draft.event(EventType.BILLING_LIMIT, f"Billing limit reached: {detail}",
+                    level=EventLevel.WARNING)
+        draft.event(EventType.CANCEL_REQUESTED, "Job cancelled because the billing limit was reached")
+    else:
+        draft.event(EventType.CANCEL_REQUESTED,
+                    f"Job cancelled due to insufficient balance: {detail}")
+
+
+def _exited(draft: _Draft, returncode: int | None, max_restarts: int) -> None:
+    job, now = draft.job, draft.now
+    ran = job.ran_s + (now - job.run_started_at if job.run_started_at is not None else 0.0)
+    draft.set(ran_s=ran, run_started_at=None)
     if job.status is JobStatus.CANCELLING:
-        return _emit(job, {**final, "status": JobStatus.CANCELLED}, now,
-                     (EventType.JOB_STOPPED, "Job stopped due to cancel request", None))
+        draft.set(status=JobStatus.CANCELLED, finished_at=int(now))
+        draft.event(EventType.JOB_STOPPED, "Job stopped due to cancel request")
+        if job.cancel_free:
+            draft.refund("the job had not finished by the end of its estimated time")
+        else:
+            draft.charge(job.progress.step)
+        return
+    if job.stop_reason is not None:
+        _fail(draft, job.stop_reason, "stopped", EventType.JOB_STOPPED, level=EventLevel.WARNING)
+        return
     error = job.trainer_error
     if returncode == 0 and job.fine_tuned_model and error is None:
         done = job.progress.model_copy(update={"step": job.progress.max_steps})
-        return _emit(job, {**final, "status": JobStatus.SUCCEEDED, "progress": done}, now,
-                     (EventType.JOB_COMPLETE, f"Job finished at {_clock(now)}", job.final_hash))
+        draft.set(status=JobStatus.SUCCEEDED, message=None, progress=done, finished_at=int(now))
+        draft.charge(job.progress.max_steps)
+        draft.event(EventType.JOB_COMPLETE, f"Job finished at {_clock(now)}", job.final_hash)
+        return
     if error is not None and error[0] == "user":
         text = Message.training_failed(error[1])
-        return _emit(
-            job,
-            {**final, "status": JobStatus.FAILED, "message": text,
-             "error": JobError(code="training_failed", message=text)},
-            now,
-            (EventType.JOB_USER_ERROR, text, None),
-            level=EventLevel.ERROR,
-        )
-    reason = error[1] if error else _exit_reason(returncode)
-    return _emit(
-        job,
-        {**final, "status": JobStatus.FAILED, "message": Message.PLATFORM_ERROR.value,
-         "error": JobError(code="platform_error", message=Message.PLATFORM_ERROR.value)},
-        now,
-        (EventType.JOB_ERROR, f"{Message.PLATFORM_ERROR.value} ({reason})", None),
-        level=EventLevel.ERROR,
-    )
+        _fail(draft, text, "training_failed", EventType.JOB_USER_ERROR)
+        return
+    reason = error[1] if error else _exit_reason(returncode, job)
+    if job.restarts < max_restarts:
+        draft.set(restarts=job.restarts + 1, restart_cause=reason, trainer_error=None)
+        return
+    _fail(draft, Message.PLATFORM_ERROR.value, "platform_error", EventType.JOB_ERROR,
+          detail=reason)
 
 
-def _exit_reason(returncode: int | None) -> str:
+def _fail(draft: _Draft, message: str, code: str, kind: EventType, *,
+          detail: str | None = None, level: EventLevel = EventLevel.ERROR) -> None:
+    draft.set(status=JobStatus.FAILED, message=message, finished_at=int(draft.now),
+              error=JobError(code=code, message=message))
+    draft.event(kind, f"{message} ({detail})" if detail else message, level=level)
+    draft.refund("failed jobs cost nothing")
+
+
+def _exit_reason(returncode: int | None, job: Job) -> str:
     if returncode is None:
         return "the trainer could not start"
     if returncode < 0:
         return f"the trainer was killed by signal {-returncode}"
+    if returncode == 0:
+        return "the trainer exited without finishing"
     return f"the trainer exited with code {returncode}"
-
-
-def _emit(
-    job: Job,
-    updates: dict[str, object],
-    now: float,
-    *events: tuple[EventType, str, str | None],
-    level: EventLevel = EventLevel.INFO,
-    step: int | None = None,
-) -> Transition:
-    seq = job.seq
-    made: list[Event] = []
-    for kind, text, digest in events:
-        seq += 1
-        made.append(Event(seq=seq, created_at=int(now), type=kind, message=text,
-                          level=level, hash=digest, step=step))
-    return Transition(job.model_copy(update={**updates, "seq": seq + 1, "state_seq": seq + 1}), tuple(made))
-
-
-def _unchanged(job: Job) -> Transition:
-    return Transition(job, changed=False)
 
 
 def _clock(now: float) -> str:
     """The seeds' way of writing a time: ``Tue Jan 23 07:20:10 UTC 2024``."""
     return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now))
-

@@ -20,6 +20,7 @@ import hashlib
 import math
 import time
 import uuid
+from functools import partial
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -37,6 +38,7 @@ from ._estimate import estimate_price, estimate_time, plan_for
 from ._files import check_jsonl
 from ._job import Event, Job, LogLine, Progress
 from ._job_actor import CancelJob, JobActor
+from ._operator import notify_platform_failure
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._spec import JobSpec
 from ._store import FileRow, Store
@@ -47,6 +49,8 @@ __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 LOCAL_ACCOUNT = "acct-local"
 """The account of the embedded default; its key is in ``<data_dir>/api-key``."""
 DEFAULT_STEPS_BATCH = 4
+FEED_PAGE = 500
+"""Jobs read from the store at a time by :meth:`Runtime.stream_jobs`."""
 CANCEL_TIMEOUT_S = 30.0
 """How long a cancel request waits for the job's actor to take it."""
 JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
@@ -77,6 +81,7 @@ class Runtime:
         self.api_key_created = False
         self._stack = AsyncExitStack()
         self._supervisor: Supervisor | None = None
+        self._background: trio.Nursery | None = None
         self._files: dict[str, FileRow] = {}
 
     async def __aenter__(self) -> Runtime:
@@ -86,6 +91,7 @@ class Runtime:
             folder.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(self.store.open)
         await self._ensure_local_account()
+        self._background = await self._stack.enter_async_context(trio.open_nursery())
         self._supervisor = await self._stack.enter_async_context(
             open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY))
         for job in await self.store.live_jobs():
@@ -101,7 +107,8 @@ class Runtime:
 
     async def _ensure_local_account(self) -> None:
         now = int(time.time())
-        await self.store.ensure_account(LOCAL_ACCOUNT, "local", self.settings.default_balance, now)
+        await self.store.ensure_account(LOCAL_ACCOUNT, "local", self.settings.default_balance, now,
+                                        billing_limit=self.settings.default_billing_limit)
         key_file = self.settings.data_dir / "api-key"
         configured = self.settings.api_key.get_secret_value() if self.settings.api_key else None
         key = configured or read_key_file(key_file)
@@ -111,6 +118,13 @@ class Runtime:
             self.api_key_created = True
         self.api_key = key
         await self.store.add_api_key(hash_key(key), LOCAL_ACCOUNT, now)
+
+    def notify_operator(self, job_id: str, reason: str) -> None:
+        """Report a platform failure to the operator, in the background (log, metric, webhook)."""
+        if self._background is not None:
+            self._background.start_soon(partial(
+                notify_platform_failure, job_id, reason,
+                webhook_url=self.settings.operator_webhook_url))
 
     # -- accounts ------------------------------------------------------------
 
@@ -218,7 +232,7 @@ class Runtime:
                                  param="validation_file")
         self._files[file.id] = file
         max_steps = self._max_steps(spec, file.line_count)
-        plan = plan_for(model, spec)
+        plan = plan_for(model, spec, cpu_price_per_hour=self.settings.cpu_price_per_hour)
         estimate = estimate_time(plan, max_steps)
         now = time.time()
         job = Job(
@@ -238,7 +252,8 @@ class Runtime:
 
         Returns the estimate object of API.md: ``available``, ``reason``,
         ``time``, ``price``, ``capacity_free``, ``note``, ``plan``,
-        ``allowed_to_proceed`` (false when the upper price exceeds the balance).
+        ``allowed_to_proceed`` (false when the upper price exceeds the balance
+        plus the billing limit).
 
         Raises:
             pydantic.ValidationError, InvalidRequest: as :meth:`create_job`.
@@ -250,11 +265,11 @@ class Runtime:
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
-        plan = plan_for(model, spec)
+        plan = plan_for(model, spec, cpu_price_per_hour=self.settings.cpu_price_per_hour)
         time_range = estimate_time(plan, self._max_steps(spec, file.line_count))
         low, high = estimate_price(plan, time_range)
         free = self.capacity.value > 0
-        balance = await self.store.balance(account_id)
+        balance, billing_limit = await self.store.balance(account_id)
         return {
             "available": True,
             "reason": None,
@@ -264,7 +279,7 @@ class Runtime:
             "note": None if free else NO_CAPACITY_NOTE,
             "plan": {"devices": plan.devices, "device_type": plan.device_type,
                      "memory_gb": plan.memory_gb},
-            "allowed_to_proceed": high <= balance,
+            "allowed_to_proceed": high <= balance + billing_limit,
         }
 
     def _max_steps(self, spec: JobSpec, line_count: int) -> int:
@@ -382,6 +397,33 @@ class Runtime:
                                 return
                 except Lagged:
                     continue
+
+    async def stream_jobs(self, account_id: str, *, after: int = 0) -> AsyncIterator[Item]:
+        """Every job of the account whose state changed past feed position ``after``; never ends.
+
+        Yields ``job`` items whose ``seq`` is the job's position in the
+        account's feed (not the job's own sequence number, which is
+        ``data["seq"]``): resuming with the last position seen gives each job
+        that changed since, once, in its latest state. ``after=0`` starts
+        with every job of the account. The bus only wakes the reader; what it
+        yields is always read from the store, so a reader that lagged loses
+        nothing and never sees a state twice.
+        """
+        cursor = after
+        with self.bus.subscribe(account_id=account_id) as subscription:
+            while True:
+                while True:
+                    rows = await self.store.job_feed_after(account_id, cursor, limit=FEED_PAGE)
+                    now = time.time()
+                    for position, job in rows:
+                        yield Item(job.id, "job", position, job.public(now=now))
+                        cursor = position
+                    if len(rows) < FEED_PAGE:
+                        break
+                try:
+                    await subscription.receive_batch()
+                except Lagged:
+                    pass
 
     async def wait_for_final(self, account_id: str, job_id: str) -> Job:
         """Wait until the job reaches a final status and return it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "CommandTrainer",
@@ -70,15 +71,30 @@ class CommandTrainer(BaseModel):
     command: list[str] = Field(min_length=1)
 
 
+WANDB_KEY_LENGTH = 40
+
+
 class WandbSettings(BaseModel):
     """Where a job reports its metrics on Weights & Biases."""
 
     model_config = ConfigDict(extra="forbid")
 
     project: str = Field(min_length=1)
-    api_key: str | None = None
+    api_key: str = ""
+    """The W&B API key: 40 characters (checked here, as W&B checks it)."""
     name: str | None = None
     entity: str | None = None
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_length(cls, value: str) -> str:
+        if len(value) != WANDB_KEY_LENGTH:
+            raise PydanticCustomError(
+                "wandb_api_key",
+                "API key must be {expected} characters long, yours was {length}",
+                {"expected": WANDB_KEY_LENGTH, "length": len(value)},
+            )
+        return value
 
 
 class WandbIntegration(BaseModel):

@@ -16,6 +16,7 @@ database raises :class:`StoreUnavailable`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ import trio
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._errors import AlalloError
+from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
 
 __all__ = ["FileRow", "Store", "StoreUnavailable"]
@@ -37,6 +39,7 @@ accounts = sa.Table(
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("balance", sa.Float, nullable=False),
+    sa.Column("billing_limit", sa.Float, nullable=False, server_default="0"),
     sa.Column("created_at", sa.Integer, nullable=False),
 )
 api_keys = sa.Table(
@@ -75,6 +78,29 @@ job_items = sa.Table(
     sa.Column("kind", sa.String(8), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
+)
+
+ledger = sa.Table(
+    "ledger", metadata,
+    sa.Column("job_id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(8), primary_key=True),
+    sa.Column("first_step", sa.Integer, primary_key=True),
+    sa.Column("last_step", sa.Integer, nullable=False),
+    sa.Column("account_id", sa.String(64), nullable=False, index=True),
+    sa.Column("amount", sa.Float, nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
+)
+
+job_feed = sa.Table(
+    # One row per job: where its latest state stands in its account's feed
+    # (the account stream, ``GET /v1/fine_tuning/stream``). ``position`` is the
+    # account's change counter; a job's row moves to the end at every state change.
+    "job_feed", metadata,
+    sa.Column("job_id", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("state_seq", sa.Integer, nullable=False),
+    sa.Index("job_feed_account_position", "account_id", "position", unique=True),
 )
 
 LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
@@ -139,13 +165,14 @@ class Store:
 
     # -- accounts and keys ---------------------------------------------------
 
-    async def ensure_account(self, account_id: str, name: str, balance: float, now: int) -> None:
+    async def ensure_account(self, account_id: str, name: str, balance: float, now: int,
+                             *, billing_limit: float = 0.0) -> None:
         """Create the account unless it exists."""
         def run(c: sa.Connection) -> None:
             if c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
                 return
             c.execute(accounts.insert().values(id=account_id, name=name, balance=balance,
-                                               created_at=now))
+                                               billing_limit=billing_limit, created_at=now))
         await self._write(run)
 
     async def add_api_key(self, key_hash: str, account_id: str, now: int) -> None:
@@ -157,12 +184,18 @@ class Store:
                                                    created_at=now))
         await self._write(run)
 
-    async def balance(self, account_id: str) -> float:
-        """The account's balance in USD (0 for an unknown account)."""
-        def run(c: sa.Connection) -> float:
-            row = c.execute(sa.select(accounts.c.balance)
-                            .where(accounts.c.id == account_id)).first()
-            return float(row[0]) if row else 0.0
+    async def balance(self, account_id: str) -> tuple[float, float]:
+        """The account's ``(balance, billing_limit)`` in USD (zeros for an unknown account)."""
+        def run(c: sa.Connection) -> tuple[float, float]:
+            return _balance(c, account_id)
+        return await self._read(run)
+
+    async def ledger_entries(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's charges and refunds, in the order they were made."""
+        def run(c: sa.Connection) -> list[dict[str, Any]]:
+            rows = c.execute(sa.select(ledger).where(ledger.c.job_id == job_id)
+                             .order_by(ledger.c.created_at, ledger.c.kind, ledger.c.first_step))
+            return [dict(r._mapping) for r in rows]
         return await self._read(run)
 
     async def account_for_key(self, key_hash: str) -> str | None:
@@ -210,11 +243,20 @@ class Store:
     # -- jobs ----------------------------------------------------------------
 
     async def save_job(self, job: Job, events: Sequence[Event] = (),
-                       log: Sequence[LogLine] = (), *, insert: bool = False) -> None:
-        """Persist a job's new state with the events and log lines it made."""
+                       log: Sequence[LogLine] = (), entries: Sequence[LedgerEntry] = (),
+                       *, insert: bool = False) -> tuple[float, float]:
+        """Persist a job's new state with the events, log lines and ledger entries it made.
+
+        One transaction: the job, its items, its ledger entries and the
+        account's balance change together. A ledger entry already written
+        (same job, kind and first step) is not applied again.
+
+        Returns:
+            The account's ``(balance, billing_limit)`` after the change.
+        """
         values = {"status": job.status.value, "seq": job.seq, "state": job.model_dump_json()}
 
-        def run(c: sa.Connection) -> None:
+        def run(c: sa.Connection) -> tuple[float, float]:
             if insert:
                 c.execute(jobs.insert().values(id=job.id, account_id=job.account_id,
                                                created_at=job.created_at,
@@ -227,7 +269,11 @@ class Store:
                       "data": line.model_dump_json()} for line in log]
             if rows:
                 c.execute(job_items.insert(), rows)
-        await self._write(run)
+            _touch_feed(c, job)
+            for entry in entries:
+                _apply_entry(c, job, entry)
+            return _balance(c, job.account_id)
+        return await self._write(run)
 
     async def get_job(self, job_id: str, account_id: str | None = None) -> Job | None:
         """A job by id (within an account when one is given), or None."""
@@ -283,6 +329,22 @@ class Store:
             return [(k, s, json.loads(d)) for k, s, d in c.execute(query)]
         return await self._read(run)
 
+    async def job_feed_after(self, account_id: str, after: int, *, limit: int = 500,
+                             ) -> list[tuple[int, Job]]:
+        """The account's jobs whose latest state is past ``after`` in its feed, in feed order.
+
+        Returns ``(position, job)`` pairs; ``position`` is the cursor of the
+        account stream. A job appears once, at the position of its latest state.
+        """
+        def run(c: sa.Connection) -> list[tuple[int, Job]]:
+            rows = c.execute(
+                sa.select(job_feed.c.position, jobs.c.state)
+                .join(jobs, jobs.c.id == job_feed.c.job_id)
+                .where(job_feed.c.account_id == account_id, job_feed.c.position > after)
+                .order_by(job_feed.c.position).limit(limit))
+            return [(int(p), Job.model_validate_json(state)) for p, state in rows]
+        return await self._read(run)
+
     # -- plumbing ------------------------------------------------------------
 
     async def _read(self, fn: Callable[[sa.Connection], T]) -> T:
@@ -302,6 +364,44 @@ class Store:
             return fn(*args)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"the store failed: {exc}") from exc
+
+
+def _balance(c: sa.Connection, account_id: str) -> tuple[float, float]:
+    row = c.execute(sa.select(accounts.c.balance, accounts.c.billing_limit)
+                    .where(accounts.c.id == account_id)).first()
+    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+
+
+def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
+    key = (ledger.c.job_id == job.id, ledger.c.kind == entry.kind,
+           ledger.c.first_step == entry.first_step)
+    if c.execute(sa.select(ledger.c.job_id).where(*key)).first():
+        return  # already applied: charges are idempotent per step range
+    c.execute(ledger.insert().values(
+        job_id=job.id, kind=entry.kind, first_step=entry.first_step,
+        last_step=entry.last_step, account_id=job.account_id, amount=entry.amount,
+        created_at=int(time.time())))
+    delta = -entry.amount if entry.kind == "charge" else entry.amount
+    c.execute(accounts.update().where(accounts.c.id == job.account_id)
+              .values(balance=accounts.c.balance + delta))
+
+
+def _touch_feed(c: sa.Connection, job: Job) -> None:
+    # Moves the job to the end of its account's feed when its state changed
+    # (log lines alone do not). The next position is read in the same
+    # transaction: SQLite runs one writer at a time, so positions never clash;
+    # on PostgreSQL the unique index refuses a clash rather than hide a change.
+    row = c.execute(sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == job.id)).first()
+    if row is not None and row[0] == job.state_seq:
+        return
+    position = c.execute(sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0))
+                         .where(job_feed.c.account_id == job.account_id)).scalar_one() + 1
+    if row is None:
+        c.execute(job_feed.insert().values(job_id=job.id, account_id=job.account_id,
+                                           position=position, state_seq=job.state_seq))
+    else:
+        c.execute(job_feed.update().where(job_feed.c.job_id == job.id)
+                  .values(position=position, state_seq=job.state_seq))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -315,7 +315,7 @@ class Client:
 
         Reads ``GET /v1/fine_tuning/jobs/{id}/stream`` (Server-Sent Events). When
         the connection drops, or the body ends before the job reached a final
-        status, it reconnects with ``Last-Event-ID`` set to the last item seen,
+        status (the server's ``done`` frame), it reconnects with ``Last-Event-ID`` set to the last item seen,
         so nothing is missed or repeated. If the body ends cleanly and the job
         turns out to be final already (a resume after its last item), the job
         object is yielded once more and the stream ends. Between attempts it waits
@@ -350,6 +350,9 @@ class Client:
                         delay = sse.retry / 1000
                     if sse.id.isdigit():
                         last = int(sse.id)
+                    if sse.event == "done":  # the server's last frame of a finished job
+                        final = True
+                        break
                     if not sse.data:
                         continue  # WHATWG HTML 9.2.6: an event without data is not dispatched
                     item = _stream_item(sse)
@@ -432,6 +435,8 @@ class Client:
             if source.response.is_error:
                 source.response.read()
                 _raise_for_status(source.response)
+            if source.response.status_code == 204:  # resumed past the end of a finished job
+                return
             try:
                 yield from source.iter_sse()
             except SSEError as exc:

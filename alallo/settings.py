@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -45,6 +46,23 @@ class Settings(BaseSettings):
     """Largest ``max_steps`` a job may ask for; more is refused as absurd."""
     default_balance: float = 1_000_000.0
     """Balance (USD) of the local account when it is first created."""
+    default_billing_limit: float = Field(default=0.0, ge=0)
+    """How far below zero (USD) a new account's balance may go."""
+    cpu_price_per_hour: float = Field(default=0.10, ge=0)
+    """What an hour of the local CPU node costs (USD)."""
+    max_restarts: int = Field(default=3, ge=0)
+    """Restarts from the latest checkpoint after platform errors, before a job fails."""
+    budget_factor: float = Field(default=3.0, gt=0)
+    """A job is stopped (``Stopped: the budget was reached``) after running this many
+    times the upper end of its planned training time."""
+    time_limit_s: float = Field(default=12 * 3600, gt=0)
+    """A job is stopped (``Stopped: the time limit was reached``) after running this long."""
+    operator_webhook_url: str | None = None
+    """Where a platform failure is POSTed as JSON, for the operator (optional)."""
+    wandb_mode: Literal["online", "offline"] = "online"
+    """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
+    wandb_base_url: str | None = None
+    """The W&B server, when not the public one."""
 
     @property
     def resolved_database_url(self) -> str:

@@ -47,7 +47,7 @@ async def _alallo_error(request: Request, exc: AlalloError) -> JSONResponse:
 async def _validation_error(request: Request, exc: ValidationError) -> JSONResponse:
     first: dict[str, Any] = dict(exc.errors()[0])
     param = ".".join(str(part) for part in first["loc"]) or None
-    message = f"{param}: {first['msg']}" if param else str(first["msg"])
+    message = str(first["msg"])
     return error_response(422, "invalid_request", message, param)
 
 

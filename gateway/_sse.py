@@ -1,34 +1,56 @@
-"""``GET /v1/fine_tuning/jobs/{id}/stream``: a job's updates as Server-Sent Events.
+"""Server-Sent Events: one job's updates, and every job of an account.
 
-Each SSE event is one item: ``event: job|event|log``, ``id: <seq>`` (the
-job's sequence number) and ``data: <JSON>``. A client resumes with the
-``Last-Event-ID`` header (browsers send it on reconnect) or, for the first
-connection, the ``lastEventID`` (Mercure's name) or ``after`` query
-parameter; it then gets exactly what it missed. The answer carries a
-``Last-Event-ID`` response header with the id it resumed from, so a client
-can check it. Keep-alive comments go out every 15 s so that proxies keep
-idle streams open (WHATWG HTML §9.2.7). The stream ends after the job's
-final status; a job that does not exist answers 404, which makes browsers
-stop reconnecting.
+``GET /v1/fine_tuning/jobs/{id}/stream``: each SSE event is one item,
+``event: job|event|log``, ``id: <seq>`` (the job's sequence number) and
+``data: <JSON>``. After the job's final state it sends ``event: done`` and
+ends the body. A browser then reconnects with ``Last-Event-ID``; a job that
+is final and already sent up to that id answers **204**, which by the spec
+(WHATWG HTML §9.2.3) makes ``EventSource`` stop for good. A job that does
+not exist answers 404, with the same effect.
 
-Slow readers: the trio worker of Hypercorn blocks a send to a client that
-stopped reading (research/sse-and-streaming.md §0.2); the bus gives each
-stream a bounded buffer, so such a client only ever holds up itself.
+``GET /v1/fine_tuning/stream``: ``event: job`` for every job of the account.
+Its ``id`` is the job's position in the account's *feed*: a counter of the
+account that moves a job to the end each time its state changes (see
+:meth:`alallo.Runtime.stream_jobs`). Resuming with ``Last-Event-ID`` gives
+every job that changed since, once, in its latest state; without one the
+stream starts with every job of the account. It never ends by itself.
+
+Both resume from the ``Last-Event-ID`` header (browsers send it on
+reconnect) or, for the first connection, the ``lastEventID`` (Mercure's
+name) or ``after`` query parameter, the header winning. The answer carries
+a ``Last-Event-ID`` response header with the point it resumed from.
+Keep-alive comments go out every 15 s so that proxies keep idle streams
+open; ``X-Accel-Buffering: no`` tells nginx not to buffer them.
+
+Shutdown: sse-starlette's own drain hooks uvicorn only, so each stream
+watches the app's ``stopping`` event (set by :func:`gateway.serve`), sends
+``retry:`` and ``event: shutdown``, and ends well within the graceful timeout.
+
+Slow readers: Hypercorn's trio worker blocks a send to a client that stopped
+reading, and no cancellation reaches it (research/sse-and-streaming.md §0.2).
+Such a stream only ever holds up itself: the bus gives each subscriber a
+bounded buffer and never waits for one; the stream's task waits alone; and
+the kernel drops the connection once its data stays unsent for
+:data:`gateway.server.STALLED_CLIENT_TIMEOUT_S` (``TCP_USER_TIMEOUT``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+import trio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
+from starlette.responses import Response
 
 from alallo import InvalidRequest
 
 from ._auth import account_of, runtime_of
+from ._metrics import open_stream
 
-__all__ = ["KEEPALIVE_S", "job_stream"]
+__all__ = ["KEEPALIVE_S", "RETRY_MS", "account_stream", "job_stream", "resume_point"]
 
 KEEPALIVE_S = 15
 """Seconds between keep-alive comments on an idle stream."""
@@ -36,7 +58,12 @@ RETRY_MS = 2000
 """How long browsers wait before reconnecting (the SSE ``retry`` field)."""
 
 
-def _resume_point(request: Request) -> int:
+def resume_point(request: Request) -> int:
+    """Where a stream resumes: ``Last-Event-ID``, else ``lastEventID`` or ``after``; 0 if none.
+
+    Raises:
+        InvalidRequest: not a non-negative integer (422, ``param`` names the source).
+    """
     for raw, name in (
         (request.headers.get("last-event-id"), "Last-Event-ID"),
         (request.query_params.get("lastEventID"), "lastEventID"),
@@ -48,30 +75,93 @@ def _resume_point(request: Request) -> int:
             except ValueError as exc:
                 raise InvalidRequest(f"{name} must be a sequence number, got {raw!r}",
                                      param=name) from exc
-            if value < 0:
-                raise InvalidRequest(f"{name} must be >= 0, got {value}", param=name)
+            if not 0 <= value < 2**62:
+                raise InvalidRequest(f"{name} must be between 0 and 2**62, got {value}",
+                                     param=name)
             return value
     return 0
 
 
-async def job_stream(request: Request) -> EventSourceResponse:
-    """Stream one job's ``job``, ``event`` and ``log`` items until it ends."""
+def _frame(kind: str, seq: int | None, data: Any, *, first: bool = False) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(data, separators=(",", ":")), event=kind,
+                           id=None if seq is None else str(seq),
+                           retry=RETRY_MS if first else None)
+
+
+async def job_stream(request: Request) -> Response:
+    """Stream one job's ``job``, ``event`` and ``log`` items, then ``done``."""
     account = await account_of(request)
     job_id = request.path_params["job_id"]
-    after = _resume_point(request)
+    after = resume_point(request)
     runtime = runtime_of(request)
-    await runtime.get_job(account, job_id)
+    job = await runtime.get_job(account, job_id)
+    if job.status.is_final and after >= job.state_seq:
+        # Everything was sent: 204 makes a reconnecting browser stop for good.
+        return Response(status_code=204, headers={"Last-Event-ID": str(after)})
+
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        last: dict[str, Any] = {}
+        first = True
+        async for item in runtime.stream(account, job_id, after=after):
+            yield _frame(item.kind, item.seq, item.data, first=first)
+            first = False
+            if item.kind == "job":
+                last = item.data
+        yield _frame("done", None, {"id": job_id, "status": last.get("status"),
+                                    "seq": last.get("seq")})
+
+    return event_stream(request, frames, after=after, kind="job")
+
+
+async def account_stream(request: Request) -> Response:
+    """Stream a ``job`` item for every job of the account, on every change."""
+    account = await account_of(request)
+    after = resume_point(request)
+    runtime = runtime_of(request)
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         first = True
-        async for item in runtime.stream(account, job_id, after=after):
-            yield ServerSentEvent(
-                data=json.dumps(item.data, separators=(",", ":")),
-                event=item.kind, id=str(item.seq), retry=RETRY_MS if first else None,
-            )
+        async for item in runtime.stream_jobs(account, after=after):
+            yield _frame(item.kind, item.seq, item.data, first=first)
             first = False
 
+    return event_stream(request, frames, after=after, kind="account")
+
+
+def event_stream(request: Request, source: Callable[[], AsyncIterator[ServerSentEvent]],
+                 *, after: int, kind: str) -> EventSourceResponse:
+    """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
+
+    ``source`` runs in its own task (sse-starlette's ``data_sender_callable``)
+    and hands frames over an unbuffered channel, so it can be stopped while
+    it waits for the next item without yielding inside a cancel scope.
+    """
+    stopping: trio.Event = request.app.state.stopping
+    send_frames, receive_frames = trio.open_memory_channel[ServerSentEvent](0)
+
+    async def pump() -> None:
+        async with send_frames:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_when_set, stopping, nursery.cancel_scope)
+                async for frame in source():
+                    await send_frames.send(frame)
+                nursery.cancel_scope.cancel()
+            if stopping.is_set():
+                await send_frames.send(ServerSentEvent(event="shutdown", data="{}",
+                                                       retry=RETRY_MS))
+
+    async def body() -> AsyncIterator[ServerSentEvent]:
+        with open_stream(request.app, kind):
+            async with receive_frames:
+                async for frame in receive_frames:
+                    yield frame
+
     return EventSourceResponse(
-        frames(), ping=KEEPALIVE_S,
+        body(), ping=KEEPALIVE_S, data_sender_callable=pump,
         headers={"Last-Event-ID": str(after), "Cache-Control": "no-store"},
     )
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -12,7 +13,8 @@ from alallo import Runtime
 from . import _files, _jobs
 from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
-from ._sse import job_stream
+from ._metrics import Metrics, metrics
+from ._sse import account_stream, job_stream
 
 __all__ = ["ROUTES", "build_app"]
 
@@ -26,6 +28,7 @@ ROUTES = [
     Route("/", dashboard),
     Route("/jobs/{job_id}", dashboard),
     Route("/healthz", healthz),
+    Route("/metrics", metrics, methods=["GET"]),
     Route("/v1/files", _files.create_file, methods=["POST"]),
     Route("/v1/files", _files.list_files, methods=["GET"]),
     Route("/v1/files/{file_id}", _files.get_file, methods=["GET"]),
@@ -35,6 +38,7 @@ ROUTES = [
     Route("/v1/fine_tuning/estimates", _jobs.create_estimate, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.create_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.list_jobs, methods=["GET"]),
+    Route("/v1/fine_tuning/stream", account_stream, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}", _jobs.get_job, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/cancel", _jobs.cancel_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs/{job_id}/events", _jobs.job_events, methods=["GET"]),
@@ -44,7 +48,13 @@ ROUTES = [
 
 
 def build_app(runtime: Runtime) -> Starlette:
-    """The ASGI app serving ``runtime`` (which must be open while the app serves)."""
+    """The ASGI app serving ``runtime`` (which must be open while the app serves).
+
+    ``app.state.stopping`` is a :class:`trio.Event`: set it to make open
+    streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
+    """
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS)
     app.state.runtime = runtime
+    app.state.stopping = trio.Event()
+    app.state.metrics = Metrics()
     return app

@@ -1,7 +1,21 @@
-"""Serving the app with Hypercorn's trio worker, in the runtime's Trio run."""
+"""Serving the app with Hypercorn's trio worker, in the runtime's Trio run.
+
+We open the listening socket ourselves and hand it to Hypercorn as an
+``fd://`` bind, for one option Hypercorn has no setting for:
+``TCP_USER_TIMEOUT``. Hypercorn's trio worker shields every socket send, so
+a client that stops reading blocks its stream's task, and then the server's
+shutdown, forever (research/sse-and-streaming.md §0.2, §3.4). With the
+option (inherited by every accepted connection) the kernel aborts a
+connection whose data stays unacknowledged, or unsent for a zero window,
+for :data:`STALLED_CLIENT_TIMEOUT_S`; the blocked send then fails and the
+task ends. A stalled client therefore costs at most that long, and the
+server stops within ``graceful_timeout_s + stalled_client_timeout_s``.
+"""
 
 from __future__ import annotations
 
+import signal
+import socket
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -12,10 +26,15 @@ from alallo import Runtime
 
 from .app import build_app
 
-__all__ = ["GRACEFUL_TIMEOUT_S", "serve"]
+__all__ = ["GRACEFUL_TIMEOUT_S", "LISTEN_BACKLOG", "STALLED_CLIENT_TIMEOUT_S", "serve"]
 
 GRACEFUL_TIMEOUT_S = 2.0
 """Seconds open requests and streams get to finish when the server stops."""
+STALLED_CLIENT_TIMEOUT_S = 10.0
+"""Seconds a client may leave sent data unread before its connection is dropped
+(the same order as NATS's 10 s ``write_deadline`` for slow consumers)."""
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the server accepts them."""
 
 
 async def serve(
@@ -24,18 +43,65 @@ async def serve(
     host: str,
     port: int,
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+    graceful_timeout_s: float = GRACEFUL_TIMEOUT_S,
+    stalled_client_timeout_s: float = STALLED_CLIENT_TIMEOUT_S,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``runtime`` over HTTP until ``shutdown_trigger`` returns (or SIGINT/SIGTERM).
 
     ``task_status.started`` gets the bound URLs, so ``await nursery.start(serve, ...)``
     returns once the server accepts connections (with the real port when ``port`` is 0).
+    When the trigger returns, open streams say goodbye (``event: shutdown``)
+    and end; requests get ``graceful_timeout_s`` to finish.
+
+    Raises:
+        OSError: the address cannot be bound (e.g. ``EADDRINUSE``).
+        ValueError: a timeout that is not positive.
     """
+    if graceful_timeout_s <= 0 or stalled_client_timeout_s <= 0:
+        raise ValueError("graceful_timeout_s and stalled_client_timeout_s must be > 0")
+    app = build_app(runtime)
+    stopping: trio.Event = app.state.stopping
+
+    async def trigger() -> None:
+        if shutdown_trigger is None:
+            await _until_signal()
+        else:
+            await shutdown_trigger()
+        stopping.set()
+
+    listener = _listen(host, port, stalled_client_timeout_s)
     config = Config()
-    config.bind = [f"{host}:{port}"]
-    config.graceful_timeout = GRACEFUL_TIMEOUT_S
+    config.bind = [f"fd://{listener.fileno()}"]
+    config.graceful_timeout = graceful_timeout_s
+    config.backlog = LISTEN_BACKLOG
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
-    await hypercorn_serve(build_app(runtime), config,  # type: ignore[arg-type]
-                          shutdown_trigger=shutdown_trigger, task_status=task_status)
+    listener.detach()  # Hypercorn owns the descriptor from here on
+    await hypercorn_serve(app, config,  # type: ignore[arg-type]
+                          shutdown_trigger=trigger, task_status=task_status)
+
+
+def _listen(host: str, port: int, stalled_client_timeout_s: float) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Hypercorn's own binds
+        if False:  # Linux only; elsewhere stalls last longer
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
+                            int(stalled_client_timeout_s * 1000))
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _until_signal() -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return

@@ -44,6 +44,7 @@ def _free_port() -> int:
 def start_server(data_dir: Path, **env: str) -> LiveServer:
     """Start ``alallo serve`` on a free port and wait until it answers /healthz."""
     port = _free_port()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
     log = data_dir.parent / f"server-{port}.log"
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
@@ -100,6 +101,8 @@ async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: 
         assert source.response.headers["content-type"].startswith("text/event-stream")
         async with contextlib.aclosing(source.aiter_sse()) as events:
             async for sse in events:
+                if sse.event == "done":  # the last frame of a finished job's stream
+                    break
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
                 if stop_after is not None and len(items) >= stop_after:
                     break

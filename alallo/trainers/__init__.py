@@ -19,11 +19,13 @@ from __future__ import annotations
 from ._protocol import Checkpoint as Checkpoint
 from ._protocol import Done as Done
 from ._protocol import Error as Error
+from ._protocol import Integration as Integration
 from ._protocol import Log as Log
 from ._protocol import Progress as Progress
 from ._protocol import Stage as Stage
 from ._protocol import TrainerConfig as TrainerConfig
 from ._protocol import TrainerMessage as TrainerMessage
+from ._protocol import WandbConfig as WandbConfig
 from ._protocol import emit as emit
 from ._protocol import parse_line as parse_line
 from .tiny import ensure_model as ensure_model
@@ -32,11 +34,13 @@ __all__ = [
     "Checkpoint",
     "Done",
     "Error",
+    "Integration",
     "Log",
     "Progress",
     "Stage",
     "TrainerConfig",
     "TrainerMessage",
+    "WandbConfig",
     "emit",
     "ensure_model",
     "parse_line",

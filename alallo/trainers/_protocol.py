@@ -24,14 +24,31 @@ __all__ = [
     "Checkpoint",
     "Done",
     "Error",
+    "Integration",
     "Log",
     "Progress",
     "Stage",
     "TrainerConfig",
     "TrainerMessage",
+    "WandbConfig",
     "emit",
     "parse_line",
 ]
+
+
+class WandbConfig(BaseModel):
+    """Report metrics to Weights & Biases (the job's W&B integration)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str
+    api_key: str
+    name: str | None = None
+    entity: str | None = None
+    mode: Literal["online", "offline"] = "online"
+    base_url: str | None = None
+    dir: str
+    """Where W&B keeps its local files (the offline run, logs)."""
 
 
 class TrainerConfig(BaseModel):
@@ -75,6 +92,8 @@ class TrainerConfig(BaseModel):
     """Simulated trainer only: seconds each step takes."""
     fail_at_step: int | None = None
     """Simulated trainer only: exit with a platform error at this step."""
+    wandb: WandbConfig | None = None
+    """Report metrics to W&B; the trainer reports an ``Integration`` line first."""
 
 
 class _Message(BaseModel):
@@ -127,6 +146,15 @@ class Done(_Message):
     hash: str | None = None
 
 
+class Integration(_Message):
+    """An integration (W&B) started, or failed to: a failure cancels the job."""
+
+    type: Literal["integration"] = "integration"
+    name: Literal["wandb"] = "wandb"
+    ok: bool
+    message: str
+
+
 class Error(_Message):
     """Training failed. ``kind`` tells a user error from a platform error."""
 
@@ -136,14 +164,15 @@ class Error(_Message):
 
 
 TrainerMessage = Annotated[
-    Log | Stage | Progress | Checkpoint | Done | Error, Field(discriminator="type")
+    Log | Stage | Progress | Checkpoint | Done | Error | Integration,
+    Field(discriminator="type"),
 ]
-_ADAPTER: TypeAdapter[Log | Stage | Progress | Checkpoint | Done | Error] = TypeAdapter(
-    TrainerMessage
+_ADAPTER: TypeAdapter[Log | Stage | Progress | Checkpoint | Done | Error | Integration] = (
+    TypeAdapter(TrainerMessage)
 )
 
 
-def parse_line(line: str) -> Log | Stage | Progress | Checkpoint | Done | Error:
+def parse_line(line: str) -> Log | Stage | Progress | Checkpoint | Done | Error | Integration:
     """Parse one line a trainer printed.
 
     A line that is not a protocol message (plain text, a library's warning)

@@ -11,7 +11,8 @@ starts in a fraction of a second; the runtime's tests and load runs use it.
 
 Two config fields script it: ``step_delay_s`` (each step sleeps that long)
 and ``fail_at_step`` (the trainer reports a platform error and exits 1 when
-it reaches that step, unless it resumed past it). The loss is a fixed
+it reaches that step on a fresh start; a run resumed from a checkpoint
+goes past it, as a real job restarted after a crash would). The loss is a fixed
 decreasing function of the step, so runs are reproducible.
 
 A checkpoint holds ``trainer_state.json`` with ``global_step``, the same file
@@ -33,6 +34,7 @@ from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows
 from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
+from ._wandb import WandbFailed, start_wandb
 
 __all__ = ["MODEL_FILE", "STATE_FILE", "fake_loss", "main"]
 
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
         _train(config)
+    except WandbFailed:
+        return 1
     except UserDataError as exc:
         emit(Error(kind="user", message=str(exc)))
         return 1
@@ -105,10 +109,11 @@ def _train(config: TrainerConfig) -> None:
     if config.resume_from is not None:
         start = _checkpoint_step(Path(config.resume_from))
         emit(Log(text=f"Resuming from checkpoint at step {start}"))
+    run = start_wandb(config.wandb) if config.wandb else None
     emit(Stage(stage="training_start"))
     steps_per_epoch = math.ceil(len(rows) / config.batch_size)
     for step in range(start + 1, config.max_steps + 1):
-        if step == config.fail_at_step:
+        if step == config.fail_at_step and config.resume_from is None:
             raise _PlatformFailure(f"simulated failure at step {step}")
         if config.step_delay_s:
             time.sleep(config.step_delay_s)
@@ -118,10 +123,14 @@ def _train(config: TrainerConfig) -> None:
         emit(Progress(step=step, max_steps=config.max_steps, epoch=epoch, loss=loss))
         if loss is not None:
             emit(Log(text=f"Step {step}/{config.max_steps}: loss {loss:.4f}"))
+            if run is not None:
+                run.log({"train/loss": loss}, step=step)
         if last or step % config.save_steps == 0:
             path = _save_checkpoint(Path(config.checkpoint_dir), step)
             emit(Checkpoint(step=step, path=str(path), hash=file_hash(path / STATE_FILE)))
             emit(Log(text=f"Checkpoint saved at step {step}"))
+    if run is not None:
+        run.finish()
     model_file = _save_model(config)
     emit(Log(text="Training complete"))
     emit(Done(model_path=config.output_dir, hash=file_hash(model_file)))

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows, tree_hash
-from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
+from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, TrainerConfig, emit
+from ._wandb import WandbFailed, WandbRun, start_wandb
 from .tiny import TINY_GPT2, build_tiny_gpt2
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class _Protocol:
     def __exit__(self, *exc_info: object) -> None:
         sys.stdout = self._stream
 
-    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error) -> None:
+    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error | Integration) -> None:
         with contextlib.redirect_stdout(self._stream):
             emit(message)
 
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
             _train(config, out)
+        except WandbFailed:
+            return 1
         except (UserDataError, _SettingsError) as exc:
             out(Error(kind="user", message=str(exc)))
             return 1
@@ -196,14 +199,18 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
     if isinstance(model_max, int) and max_length > model_max:
         out(Log(text=f"max_seq_length {max_length} is over the model's limit, using {model_max}"))
         max_length = model_max
+    run = start_wandb(config.wandb, out) if config.wandb else None
     trainer = _build_trainer(
-        config, model, tokenizer, dataset, out, max_length=max_length, cuda=cuda, bf16=bf16
+        config, model, tokenizer, dataset, out, run,
+        max_length=max_length, cuda=cuda, bf16=bf16,
     )
 
     if resume_step is not None:
         out(Log(text=f"Resuming from checkpoint at step {resume_step}"))
     out(Stage(stage="training_start"))
     trainer.train(resume_from_checkpoint=config.resume_from)
+    if run is not None:
+        run.finish()
     trainer.save_model(config.output_dir)
     out(Log(text="Training complete"))
     out(Done(model_path=config.output_dir, hash=_model_hash(Path(config.output_dir))))
@@ -291,6 +298,7 @@ def _build_trainer(
     tokenizer: PreTrainedTokenizerBase,
     dataset: Dataset,
     out: _Protocol,
+    run: WandbRun | None,
     *,
     max_length: int,
     cuda: bool,
@@ -334,13 +342,13 @@ def _build_trainer(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_progress_callback(out)],
+        callbacks=[_progress_callback(out, run)],
     )
     trainer.remove_callback(PrinterCallback)
     return trainer
 
 
-def _progress_callback(out: _Protocol) -> Any:
+def _progress_callback(out: _Protocol, run: WandbRun | None) -> Any:
     from transformers import TrainerCallback
 
     class _ProgressCallback(TrainerCallback):
@@ -398,6 +406,8 @@ def _progress_callback(out: _Protocol) -> Any:
             out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
             if loss is not None:
                 out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
+                if run is not None:
+                    run.log({"train/loss": loss}, step=step)
 
     return _ProgressCallback()
 

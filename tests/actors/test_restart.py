@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from actors import Backoff, RestartIntensity
-from actors._restart import _RestartWindow
+from actors import Backoff, Restart, RestartIntensity
+from actors._restart import _RestartWindow, restarts
 
 
 @pytest.mark.parametrize(
@@ -82,3 +82,18 @@ def test_backoff_jitter_only_shortens_within_its_fraction() -> None:
     delays = [backoff.delay(0, rng=rng) for _ in range(200)]
     assert all(0.5 <= d <= 1.0 for d in delays)
     assert len(set(delays)) > 100
+
+
+@pytest.mark.parametrize(
+    ("restart", "crashed", "expected"),
+    [
+        (Restart.PERMANENT, True, True),
+        (Restart.PERMANENT, False, True),
+        (Restart.TRANSIENT, True, True),
+        (Restart.TRANSIENT, False, False),
+        (Restart.TEMPORARY, True, False),
+        (Restart.TEMPORARY, False, False),
+    ],
+)
+def test_restart_types_decide_as_otp_does(restart: Restart, crashed: bool, expected: bool) -> None:
+    assert restarts(restart, crashed=crashed) is expected
