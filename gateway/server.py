@@ -90,7 +90,7 @@ def _listen(host: str, port: int, stalled_client_timeout_s: float) -> socket.soc
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Hypercorn's own binds
-        if False:  # Linux only; elsewhere stalls last longer
+        if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux only; elsewhere stalls last longer
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
                             int(stalled_client_timeout_s * 1000))
         sock.bind(address)
