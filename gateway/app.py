@@ -6,7 +6,7 @@ import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from alallo import Runtime
 
@@ -15,6 +15,7 @@ from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics, metrics
 from ._sse import account_stream, job_stream
+from ._ws import websocket_stream
 
 __all__ = ["ROUTES", "build_app"]
 
@@ -44,6 +45,7 @@ ROUTES = [
     Route("/v1/fine_tuning/jobs/{job_id}/events", _jobs.job_events, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/log", _jobs.job_log, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/stream", job_stream, methods=["GET"]),
+    WebSocketRoute("/v1/ws", websocket_stream),
 ]
 
 
