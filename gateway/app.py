@@ -14,6 +14,7 @@ from . import _files, _jobs
 from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics, metrics
+from ._openapi import openapi_json
 from ._sse import account_stream, job_stream
 from ._ws import websocket_stream
 
@@ -30,6 +31,7 @@ ROUTES = [
     Route("/jobs/{job_id}", dashboard),
     Route("/healthz", healthz),
     Route("/metrics", metrics, methods=["GET"]),
+    Route("/openapi.json", openapi_json, methods=["GET"]),
     Route("/v1/files", _files.create_file, methods=["POST"]),
     Route("/v1/files", _files.list_files, methods=["GET"]),
     Route("/v1/files/{file_id}", _files.get_file, methods=["GET"]),

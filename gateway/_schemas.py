@@ -1,0 +1,244 @@
+"""The shapes of the API's answers, as pydantic models, for ``/openapi.json``.
+
+The endpoints build their answers from the domain objects' ``public()``
+methods; these models describe those answers (API.md), and the OpenAPI
+document is generated from them with pydantic's JSON Schema. A test runs
+schemathesis against the live server, so a model that drifts from what the
+server sends fails the suite. Models allow extra fields: the server may add
+a field before the schema names it, never remove one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+__all__ = [
+    "ApiErrorBody", "CatalogueModelObject", "Estimate", "EventList", "EventObject",
+    "FileDeleted", "FileList", "FileObject", "Health", "JobList", "JobObject",
+    "LogPage", "ModelList",
+]
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str
+    message: str
+    param: str | None
+
+
+class ApiErrorBody(BaseModel):
+    """Every error answer (4xx)."""
+
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    """``GET /healthz``."""
+
+    status: Literal["ok"]
+
+
+class FileObject(BaseModel):
+    """An uploaded training file."""
+
+    id: str
+    object: Literal["file"]
+    filename: str
+    bytes: int
+    purpose: str
+    created_at: int
+    line_count: int
+    format: Literal["text", "messages", "prompt_completion"]
+    status: Literal["processed", "error"]
+    status_details: str | None
+
+
+class FileList(BaseModel):
+    """The account's files."""
+
+    object: Literal["list"]
+    data: list[FileObject]
+    has_more: bool
+
+
+class FileDeleted(BaseModel):
+    """The answer to ``DELETE /v1/files/{file_id}``."""
+
+    id: str
+    object: Literal["file"]
+    deleted: bool
+
+
+class CatalogueModelObject(BaseModel):
+    """A model of the catalogue."""
+
+    id: str
+    object: Literal["model"]
+    parameters: int
+    context_length: int
+    adapters: list[str]
+    precisions: list[str]
+    runnable_here: bool
+
+
+class ModelList(BaseModel):
+    """The catalogue."""
+
+    object: Literal["list"]
+    data: list[CatalogueModelObject]
+    has_more: bool
+
+
+class TimeRangeObject(BaseModel):
+    """A time range: ``text`` as users read it, e.g. ``40 min to 1.3 h``."""
+
+    low_s: int
+    high_s: int
+    text: str
+    basis: str
+
+
+class Progress(BaseModel):
+    """Steps done."""
+
+    step: int
+    max_steps: int
+    percent: float
+    epoch: float | None
+    loss: float | None
+
+
+class PriceRange(BaseModel):
+    """A price range in ``currency``."""
+
+    low: float
+    high: float
+
+
+class Price(BaseModel):
+    """What a job is estimated to cost, and what was charged and refunded."""
+
+    estimate: PriceRange
+    charged: float
+    refunded: float
+    currency: str
+
+
+class CheckpointObject(BaseModel):
+    """The latest checkpoint."""
+
+    step: int
+    created_at: int
+
+
+class JobObject(BaseModel):
+    """A fine-tuning job (API.md, Jobs)."""
+
+    id: str
+    object: Literal["fine_tuning.job"]
+    name: str | None
+    model: str
+    training_file: str
+    validation_file: str | None
+    method: str
+    adapter: Literal["lora", "full"]
+    precision: Literal["16-bit", "4-bit"]
+    goal: Literal["lowest_cost", "fastest_finish"]
+    hyperparameters: dict[str, Any]
+    status: Literal["queued", "running", "re-scheduling", "cancelling", "cancelled",
+                    "succeeded", "failed"]
+    message: str | None
+    progress: Progress
+    time_left: TimeRangeObject | None
+    estimate: TimeRangeObject
+    price: Price
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    estimated_finish: int | None
+    attempt: int
+    checkpoint: CheckpointObject | None
+    fine_tuned_model: str | None
+    error: ErrorDetail | None
+    seq: int
+
+
+class JobList(BaseModel):
+    """A page of jobs, newest first."""
+
+    object: Literal["list"]
+    data: list[JobObject]
+    has_more: bool
+
+
+class EventObject(BaseModel):
+    """One entry of a job's events list."""
+
+    id: str
+    object: Literal["fine_tuning.job.event"]
+    seq: int
+    created_at: int
+    level: Literal["info", "warning", "error"]
+    type: str
+    message: str
+    hash: str | None
+    step: int | None
+    data: dict[str, Any]
+
+
+class EventList(BaseModel):
+    """A page of a job's events, oldest first."""
+
+    object: Literal["list"]
+    data: list[EventObject]
+    has_more: bool
+
+
+class LogLineObject(BaseModel):
+    """One line of the training log."""
+
+    n: int
+    at: float
+    text: str
+    attempt: int
+
+
+class LogPage(BaseModel):
+    """A page of the training log (``lines`` is ``data`` again, API.md's name)."""
+
+    object: Literal["list"]
+    data: list[LogLineObject]
+    lines: list[LogLineObject]
+    has_more: bool
+
+
+class EstimatePrice(BaseModel):
+    """The price range of an estimate."""
+
+    low: float
+    high: float
+    currency: str
+
+
+class EstimatePlan(BaseModel):
+    """The devices a job would use."""
+
+    devices: int
+    device_type: str
+    memory_gb: float
+
+
+class Estimate(BaseModel):
+    """The answer to "Estimate time and price"."""
+
+    available: bool
+    reason: str | None
+    time: TimeRangeObject
+    price: EstimatePrice
+    capacity_free: bool
+    note: str | None
+    plan: EstimatePlan
+    allowed_to_proceed: bool
