@@ -390,6 +390,13 @@ class Client:
 
     # -- operations --------------------------------------------------------------
 
+    def dashboard_link(self) -> str:
+        """A one-time URL that signs a browser in to the dashboard as this client's account.
+
+        It works once, within 10 minutes; the browser then keeps a session cookie.
+        """
+        return self.base_url + str(self._request("POST", "/v1/dashboard/links")["path"])
+
     def healthz(self) -> _JsonObject:
         """The server's health answer; needs no API key."""
         return self._request("GET", "/healthz", auth=False)

@@ -1,8 +1,9 @@
 """The dashboard: the Jobs tab (``/``) and a job's page (``/jobs/{id}``).
 
-One static page does both; it reads the API with the user's key, which it
-keeps in the browser's local storage (a link ending in ``#key=<api key>``
-stores it, then drops it from the address bar).
+One static page (no build step) does both. It reads the API with the
+session cookie that a one-time sign-in link sets (:mod:`gateway._signin`),
+follows the account stream on the Jobs tab and the job's stream on its page,
+and puts every text from the server in with ``textContent``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 __all__ = [
-    "ApiErrorBody", "CatalogueModelObject", "Estimate", "EventList", "EventObject",
+    "ApiErrorBody", "CatalogueModelObject", "DashboardLink", "Estimate", "EventList", "EventObject",
     "FileDeleted", "FileList", "FileObject", "Health", "JobList", "JobObject",
     "LogPage", "ModelList",
 ]
@@ -39,6 +39,15 @@ class Health(BaseModel):
     """``GET /healthz``."""
 
     status: Literal["ok"]
+
+
+class DashboardLink(BaseModel):
+    """A one-time sign-in link to the dashboard."""
+
+    path: str
+    """``/signin/<token>``, to open on the server's address."""
+    expires_in: int
+    """Seconds it stays valid (it also stops working once used)."""
 
 
 class FileObject(BaseModel):

@@ -15,6 +15,7 @@ from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
+from ._signin import SignIn, create_link, sign_in
 from ._sse import account_stream, job_stream
 from ._ws import websocket_stream
 
@@ -29,6 +30,8 @@ async def healthz(request: Request) -> JSONResponse:
 ROUTES = [
     Route("/", dashboard),
     Route("/jobs/{job_id}", dashboard),
+    Route("/signin/{token}", sign_in, methods=["GET"]),
+    Route("/v1/dashboard/links", create_link, methods=["POST"]),
     Route("/healthz", healthz),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/openapi.json", openapi_json, methods=["GET"]),
@@ -51,14 +54,16 @@ ROUTES = [
 ]
 
 
-def build_app(runtime: Runtime) -> Starlette:
+def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     """The ASGI app serving ``runtime`` (which must be open while the app serves).
 
     ``app.state.stopping`` is a :class:`trio.Event`: set it to make open
     streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
+    ``sign_in`` holds the dashboard's one-time links (a fresh one if None).
     """
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS)
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
     app.state.metrics = Metrics()
+    app.state.sign_in = sign_in or SignIn()
     return app

@@ -24,6 +24,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from alallo import Runtime
 
+from ._signin import SignIn
 from .app import build_app
 
 __all__ = ["GRACEFUL_TIMEOUT_S", "LISTEN_BACKLOG", "STALLED_CLIENT_TIMEOUT_S", "serve"]
@@ -45,6 +46,7 @@ async def serve(
     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
     graceful_timeout_s: float = GRACEFUL_TIMEOUT_S,
     stalled_client_timeout_s: float = STALLED_CLIENT_TIMEOUT_S,
+    sign_in: SignIn | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``runtime`` over HTTP until ``shutdown_trigger`` returns (or SIGINT/SIGTERM).
@@ -52,7 +54,8 @@ async def serve(
     ``task_status.started`` gets the bound URLs, so ``await nursery.start(serve, ...)``
     returns once the server accepts connections (with the real port when ``port`` is 0).
     When the trigger returns, open streams say goodbye (``event: shutdown``)
-    and end; requests get ``graceful_timeout_s`` to finish.
+    and end; requests get ``graceful_timeout_s`` to finish. ``sign_in`` makes
+    the dashboard's one-time links (:meth:`SignIn.new_link`) known to the app.
 
     Raises:
         OSError: the address cannot be bound (e.g. ``EADDRINUSE``).
@@ -60,7 +63,7 @@ async def serve(
     """
     if graceful_timeout_s <= 0 or stalled_client_timeout_s <= 0:
         raise ValueError("graceful_timeout_s and stalled_client_timeout_s must be > 0")
-    app = build_app(runtime)
+    app = build_app(runtime, sign_in=sign_in)
     stopping: trio.Event = app.state.stopping
 
     async def trigger() -> None:

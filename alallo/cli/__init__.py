@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import typer
 
+from alallo.cli._dashboard import dashboard
 from alallo.cli._files import files_app
 from alallo.cli._jobs import estimate, jobs_app
 from alallo.cli._models import models_app
@@ -24,6 +25,7 @@ app.add_typer(files_app, name="files")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(models_app, name="models")
 app.command("estimate")(estimate)
+app.command("dashboard")(dashboard)
 
 
 def main() -> None:

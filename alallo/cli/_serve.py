@@ -59,14 +59,16 @@ async def _until_signal(stop: trio.Event) -> None:
 
 async def _run_server(settings: Settings, console: Console, *,
                       then: Any = None) -> None:
+    from gateway import SignIn
     from gateway import serve as serve_http
 
     stop = trio.Event()
+    sign_in = SignIn()
     async with Runtime(settings) as runtime, trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, stop)
         binds = await nursery.start(lambda task_status=trio.TASK_STATUS_IGNORED: serve_http(
             runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
-            task_status=task_status))
+            sign_in=sign_in, task_status=task_status))
         url = binds[0].replace("0.0.0.0", "127.0.0.1")
         key_file = (settings.data_dir / "api-key").resolve()
         console.print(f"alallo is serving at [bold]{url}[/bold]  (data in {settings.data_dir.resolve()})")
@@ -74,9 +76,10 @@ async def _run_server(settings: Settings, console: Console, *,
             console.print(f"Your API key: [bold]{runtime.api_key}[/bold]  (saved in {key_file})")
         else:
             console.print(f"Your API key is in {key_file}")
-        console.print(f"Dashboard: {url}/#key={runtime.api_key}")
+        console.print(f"Dashboard (a one-time sign-in link): "
+                      f"{url}{sign_in.new_link(runtime.api_key)}", soft_wrap=True)
         if then is not None:
-            await then(url, runtime, stop)
+            await then(url, runtime, stop, sign_in)
         await stop.wait()
         nursery.cancel_scope.cancel()
 
@@ -126,7 +129,7 @@ def demo(
     settings = _settings(host, port, data_dir)
     outcome: dict[str, Any] = {}
 
-    async def run_job(url: str, runtime: Runtime, stop: trio.Event) -> None:
+    async def run_job(url: str, runtime: Runtime, stop: trio.Event, sign_in: Any) -> None:
         def follow() -> None:
             with Client(url, api_key=runtime.api_key) as client:
                 file = client.upload_file(SAMPLE_DATA)
@@ -147,8 +150,9 @@ def demo(
             outcome["error"] = str(exc)
         job = outcome.get("job")
         if not exit_after:
-            page = f"{url}/jobs/{job['id']}" if job else f"{url}/"
-            console.print(f"Dashboard: {page}#key={runtime.api_key}   (Ctrl-C to stop)")
+            page = f"  then {url}/jobs/{job['id']}" if job else ""
+            console.print(f"Dashboard: {url}{sign_in.new_link(runtime.api_key)}{page}"
+                          "   (Ctrl-C to stop)")
         if exit_after:
             stop.set()
 

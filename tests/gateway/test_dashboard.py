@@ -1,0 +1,169 @@
+"""The dashboard in a real browser (Debian's Chromium through Playwright) against the
+live server: sign-in link, live Jobs tab, live job page, escaping, cancel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from support import EXAMPLES, LiveServer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def api(live_server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_server.url, headers=live_server.headers, timeout=30) as c:
+        yield c
+
+
+def sign_in_link(api: httpx.Client) -> str:
+    response = api.post("/v1/dashboard/links")
+    assert response.status_code == 200, response.text
+    return f"{api.base_url}".rstrip("/") + response.json()["path"]
+
+
+@pytest.fixture
+def page(browser: Browser, api: httpx.Client) -> Iterator[Page]:
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(sign_in_link(api))
+    yield page
+    context.close()
+
+
+def create_job(api: httpx.Client, trainer: Any, *, steps: int = 20) -> dict[str, Any]:
+    file = api.post("/v1/files", files={"file": ("sample.jsonl",
+                                                 (EXAMPLES / "sample.jsonl").read_bytes())})
+    response = api.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file.json()["id"], "name": "dash job",
+        "hyperparameters": {"max_steps": steps}, "trainer": trainer})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_a_sign_in_link_sets_the_session_once(browser: Browser, api: httpx.Client,
+                                              live_server: LiveServer) -> None:
+    link = sign_in_link(api)
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(link)
+    assert page.url == f"{live_server.url}/"
+    cookie = next(c for c in context.cookies() if c["name"] == "alallo_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
+    again = context.new_page()
+    response = again.goto(link)
+    assert response is not None and response.status == 401
+    context.close()
+    anonymous = browser.new_page()
+    anonymous.goto(f"{live_server.url}/")
+    expect(anonymous.locator("main")).to_contain_text("Sign in with the link")
+    anonymous.close()
+
+
+def test_the_jobs_tab_shows_a_new_job_and_its_progress_without_reload(
+        page: Page, api: httpx.Client, tmp_path: Path) -> None:
+    expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
+    page.evaluate("window.notReloaded = true")
+    job = create_job(api, {"type": "simulated", "step_delay_s": 0.05}, steps=20)
+    row = page.locator(f'tr[data-id="{job["id"]}"]')
+    expect(row).to_be_visible()
+    expect(row.locator(".status")).to_have_text("succeeded")
+    expect(row.locator(".progress")).to_contain_text("100%")
+    assert row.locator(".bar").get_attribute("title") == "20 of 20 steps (total steps: 20)"
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=str(tmp_path / "jobs-tab.png"), full_page=True)
+    assert (tmp_path / "jobs-tab.png").stat().st_size > 0
+
+    page.get_by_role("button", name="Estimate time and price").click()
+    expect(page.locator("#estimate-result")).to_contain_text("Time:")
+    expect(page.locator("#estimate-result")).to_contain_text("Price: $")
+
+
+TRAINER = r"""
+import os, sys, time
+print("hello <script>window.pwned = 1</script> <b>bold</b>", flush=True)
+for i in range(60):
+    print(f"early line {i}", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+print("after the flag", flush=True)
+"""
+"""A trainer whose log has markup in it and goes on when the test says."""
+
+
+def test_the_job_page_follows_the_log_live_and_shows_markup_as_text(
+        page: Page, api: httpx.Client, tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    job = create_job(api, {"command": [sys.executable, "-c", TRAINER, str(flag)]})
+    page.goto(f"{api.base_url}".rstrip("/") + f"/jobs/{job['id']}")
+    log = page.locator("#log")
+    expect(log).to_contain_text("hello <script>window.pwned = 1</script> <b>bold</b>")
+    expect(log).to_contain_text("early line 59")
+    assert page.locator("#log script, #log b").count() == 0
+    assert page.evaluate("window.pwned") is None
+    at_bottom = "el => el.scrollHeight - el.scrollTop - el.clientHeight < 8"
+    assert log.evaluate(at_bottom), "the log follows while the reader is at the bottom"
+    expect(page.locator('dd[data-field="Time left (estimate)"]')).to_be_visible()
+    expect(page.locator('dd[data-field="Price"]')).to_contain_text("$")
+    page.screenshot(path=str(tmp_path / "job-page.png"), full_page=True)
+
+    log.evaluate("el => { el.scrollTop = 0; }")  # the reader scrolls up: no more following
+    flag.touch()
+    expect(log).to_contain_text("after the flag")
+    assert log.evaluate("el => el.scrollTop") == 0
+    expect(page.locator("#events")).to_contain_text("JOB_PENDING")
+
+
+def test_a_job_is_cancelled_from_its_page_after_confirmation(page: Page,
+                                                             api: httpx.Client) -> None:
+    job = create_job(api, {"type": "simulated", "step_delay_s": 0.2}, steps=10_000)
+    page.goto(f"{api.base_url}".rstrip("/") + f"/jobs/{job['id']}")
+    status = page.locator('dd[data-field="Status"] .status')
+    expect(status).to_have_text("running")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Cancel job").click()
+    assert api.get(f"/v1/fine_tuning/jobs/{job['id']}").json()["status"] == "running"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel job").click()
+    expect(status).to_have_text("cancelled")
+    expect(page.get_by_role("button", name="Cancel job")).to_be_hidden()
+    expect(page.locator("#events")).to_contain_text("CANCEL_REQUESTED")
+
+
+def test_serve_prints_a_sign_in_link_and_alallo_dashboard_makes_new_ones(
+        browser: Browser, live_server: LiveServer) -> None:
+    port = live_server.url.rsplit(":", 1)[1]
+    printed = (live_server.data_dir.parent / f"server-{port}.log").read_text()
+    assert f"Dashboard (a one-time sign-in link): {live_server.url}/signin/" in printed
+    result = subprocess.run(
+        [sys.executable, "-m", "alallo", "dashboard", "--url", live_server.url,
+         "--api-key", live_server.api_key], capture_output=True, text=True, timeout=60,
+        check=False, env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode == 0, result.stderr
+    link = result.stdout.split("Open the dashboard: ", 1)[1].strip()
+    page = browser.new_page()
+    page.goto(link)
+    expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
+    page.close()
