@@ -97,6 +97,8 @@ class JobActor(Actor[JobMessage]):
         self._job: Job | None = None
         self._run_scope: trio.CancelScope | None = None
         self._published_state_seq = 0
+        self._running = False
+        """A run task exists (waiting for capacity, starting, or running the trainer)."""
 
     @property
     def job(self) -> Job:
@@ -118,7 +120,11 @@ class JobActor(Actor[JobMessage]):
         else:
             running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
             cause = job.restart_cause or ("the server restarted" if running else None)
-            self.nursery.start_soon(self._run, cause)
+            self._start_run(cause)
+
+    def _start_run(self, cause: str | None) -> None:
+        self._running = True
+        self.nursery.start_soon(self._run, cause)
 
     async def handle(self, message: JobMessage) -> Any:
         now = time.time()
@@ -174,14 +180,18 @@ class JobActor(Actor[JobMessage]):
             self.stop()
             return
         stopping = job.status is JobStatus.CANCELLING or job.stop_reason is not None
-        if stopping and self._run_scope is not None:
-            self._run_scope.cancel()
-        elif stopping and self._run_scope is None and not before.status.is_final:
+        if stopping and self._running:
+            if self._run_scope is not None:
+                self._run_scope.cancel()
+        elif stopping:
             # Nothing runs (queued, or between runs): the job ends now.
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
-        elif job.restart_cause is not None and before.restart_cause is None:
-            JOB_RESTARTS.inc()
-            self.nursery.start_soon(self._run, job.restart_cause)
+        elif job.restart_cause is not None:
+            if not self._running:
+                JOB_RESTARTS.inc()
+                self._start_run(job.restart_cause)
+            elif job.status is JobStatus.RE_SCHEDULING and self._run_scope is not None:
+                self._run_scope.cancel()  # stop this run; the next one starts when it has ended
         elif headroom is not None and headroom <= 0 and job.status is JobStatus.RUNNING:
             await self._apply(lifecycle.AutoCancel(
                 now=time.time(), reason="billing_limit",
@@ -207,16 +217,16 @@ class JobActor(Actor[JobMessage]):
     async def _run(self, cause: str | None) -> None:
         """Wait for a slot, run the trainer, report its end (a helper task)."""
         process: TrainerProcess | None = None
-        with trio.CancelScope() as scope:
-            self._run_scope = scope
+        with trio.CancelScope() as self._run_scope:
             if self._rt.capacity.value == 0:
                 await self.ref.tell(_Waiting())
             async with self._rt.capacity:
                 job = self.job
+                if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
+                    return await self._end_run(None)  # stopped while it waited
                 if job.attempt == 0 and (detail := await self._cannot_afford(job)):
                     await self.ref.tell(_CannotAfford(detail))
-                    scope.cancel()
-                    await trio.lowlevel.checkpoint()
+                    return await self._end_run(None)
                 workdir = self._rt.settings.jobs_dir.resolve() / job.id
                 attempt_dir = workdir / f"attempt-{job.attempt + 1}"
                 attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -239,7 +249,11 @@ class JobActor(Actor[JobMessage]):
                         await self._line(Error(kind="user", message=(
                             f"cannot start the trainer: {exc}")).model_dump_json())
                     run.cancel_scope.cancel()
+        await self._end_run(process)
+
+    async def _end_run(self, process: TrainerProcess | None) -> None:
         self._run_scope = None
+        self._running = False
         await self.ref.tell(_TrainerEnded(process.returncode if process else None))
 
     async def _watch_limits(self, ran_s: float) -> None:

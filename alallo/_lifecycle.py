@@ -32,6 +32,7 @@ __all__ = [
     "Input",
     "LimitReached",
     "NotAvailable",
+    "Rescheduled",
     "Started",
     "TrainerExited",
     "TrainerReported",
@@ -116,6 +117,15 @@ class AutoCancel:
 
 
 @dataclass(frozen=True)
+class Rescheduled:
+    """The job needs more capacity than planned and is being moved (it restarts from
+    its latest checkpoint on the new placement)."""
+
+    now: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class LimitReached:
     """The job ran far longer than planned (budget) or hit the time limit."""
 
@@ -124,7 +134,7 @@ class LimitReached:
 
 
 Input = (Created | WaitingForCapacity | NotAvailable | Started | TrainerReported
-         | TrainerExited | CancelRequested | AutoCancel | LimitReached)
+         | TrainerExited | CancelRequested | AutoCancel | LimitReached | Rescheduled)
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,12 @@ def apply(job: Job, event: Input) -> Transition:
             if job.status is JobStatus.CANCELLING:
                 return _unchanged(job)
             _auto_cancel(draft, reason, detail)
+        case Rescheduled(reason=reason):
+            if job.status is not JobStatus.RUNNING:
+                return _unchanged(job)
+            draft.set(status=JobStatus.RE_SCHEDULING, message=Message.RE_SCHEDULING.value,
+                      restart_cause=f"re-scheduled: {reason}")
+            draft.event(EventType.JOB_RESCHEDULED, f"Job re-scheduled: {reason}")
         case LimitReached(limit=limit):
             if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
                 return _unchanged(job)
@@ -321,6 +337,9 @@ def _progress(draft: _Draft, message: TrainerProgress) -> bool:
         loss=message.loss if message.loss is not None else job.progress.loss,
     )
     draft.set(progress=progress)
+    before, after = job.progress.epoch, progress.epoch
+    if after is not None and int(after) > int(before or 0) and int(after) >= 1:
+        draft.event(EventType.EPOCH_COMPLETE, f"Epoch {int(after)} completed", step=progress.step)
     if job.first_step_at is None:
         draft.set(first_step_at=draft.now, first_step=message.step)
     return True
@@ -346,6 +365,8 @@ def _exited(draft: _Draft, returncode: int | None, max_restarts: int) -> None:
     job, now = draft.job, draft.now
     ran = job.ran_s + (now - job.run_started_at if job.run_started_at is not None else 0.0)
     draft.set(ran_s=ran, run_started_at=None)
+    if job.status is JobStatus.RE_SCHEDULING:
+        return  # the job moves: its next run starts from the latest checkpoint
     if job.status is JobStatus.CANCELLING:
         draft.set(status=JobStatus.CANCELLED, finished_at=int(now))
         draft.event(EventType.JOB_STOPPED, "Job stopped due to cancel request")

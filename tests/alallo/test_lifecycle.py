@@ -179,3 +179,72 @@ def test_properties_of_any_input_sequence(sequence: list[Input]) -> None:
             assert job.message in FAILED_MESSAGES or job.message.startswith("Training failed: ")
             assert job.error is not None
         assert 0 <= job.progress.step <= job.progress.max_steps
+
+
+def test_rescheduling_moves_the_job_and_it_continues_from_its_checkpoint() -> None:
+    from alallo._lifecycle import Rescheduled
+
+    job, types = run(new_job(30), Started(now=T0),
+                     TrainerReported(TrainerProgress(step=12, max_steps=30), now=T0 + 1),
+                     TrainerReported(Checkpoint(step=10, path="/c/checkpoint-10"), now=T0 + 1),
+                     Rescheduled(now=T0 + 2, reason="it needs more memory than planned"))
+    assert (job.status, job.message) == (JobStatus.RE_SCHEDULING, "Re-scheduling")
+    job, more = run(job, TrainerExited(returncode=-15, now=T0 + 3, max_restarts=0))
+    assert job.status is JobStatus.RE_SCHEDULING and job.restarts == 0 and more == []
+    job, more = run(job, Started(now=T0 + 4, resume_step=10, cause=job.restart_cause))
+    assert job.status is JobStatus.RUNNING and job.progress.step == 10
+    assert types[-1] is EventType.JOB_RESCHEDULED
+    assert more == [EventType.JOB_RESTARTED, EventType.JOB_START]
+
+
+def test_epochs_completed_are_events() -> None:
+    job, types = run(new_job(30), Started(now=T0), *[
+        TrainerReported(TrainerProgress(step=s, max_steps=30, epoch=s / 10), now=T0)
+        for s in range(1, 31)])
+    assert types.count(EventType.EPOCH_COMPLETE) == 3
+
+
+# Every row of the seeds' tables: (status, the message it shows), from inputs alone.
+SEED_ROWS = [
+    ("queued", "Starting", [Created]),
+    ("queued", "Waiting for capacity", ["waiting"]),
+    ("running", None, ["start"]),
+    ("re-scheduling", "Re-scheduling", ["start", "reschedule"]),
+    ("cancelling", None, ["start", "cancel"]),
+    ("cancelled", None, ["start", "cancel", "exit"]),
+    ("succeeded", None, ["start", "done", "exit0"]),
+    ("failed", "Not available right now.", ["not_available"]),
+    ("failed", "Not available right now. Choose a lower precision.", ["lower_precision"]),
+    ("failed", "Stopped: the budget was reached", ["start", "budget", "exit"]),
+    ("failed", "Stopped: the time limit was reached", ["start", "time_limit", "exit"]),
+    ("failed", "Training failed: line 3: missing column \"text\"", ["start", "user_error", "exit"]),
+    ("failed", "Failed. We've been notified and are looking into it.", ["start", "exit"]),
+]
+
+
+@pytest.mark.parametrize(("status", "message", "steps"), SEED_ROWS)
+def test_every_seed_status_and_message(status: str, message: str | None,
+                                       steps: list[object]) -> None:
+    from alallo._lifecycle import LimitReached, NotAvailable, Rescheduled
+
+    make = {
+        "waiting": lambda: WaitingForCapacity(now=T0),
+        "start": lambda: Started(now=T0),
+        "reschedule": lambda: Rescheduled(now=T0, reason="memory"),
+        "cancel": lambda: CancelRequested(now=T0),
+        "exit": lambda: TrainerExited(returncode=1, now=T0),
+        "exit0": lambda: TrainerExited(returncode=0, now=T0),
+        "done": lambda: TrainerReported(Done(model_path="/m"), now=T0),
+        "not_available": lambda: NotAvailable(now=T0),
+        "lower_precision": lambda: NotAvailable(now=T0, lower_precision_fits=True),
+        "budget": lambda: LimitReached(now=T0, limit="budget"),
+        "time_limit": lambda: LimitReached(now=T0, limit="time_limit"),
+        "user_error": lambda: TrainerReported(
+            Error(kind="user", message='line 3: missing column "text"'), now=T0),
+    }
+    job = new_job()
+    for name in steps:
+        if name is Created:
+            continue
+        job = apply(job, make[str(name)]()).job
+    assert (job.status.value, job.message) == (status, message)
