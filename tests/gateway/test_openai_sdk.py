@@ -1,0 +1,66 @@
+"""The official ``openai`` package, pointed at the live server, end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from support import EXAMPLES, LiveServer
+
+
+@pytest.fixture
+def sdk(live_server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=live_server.api_key,
+                       max_retries=0, timeout=30) as client:
+        yield client
+
+
+def wait_final(sdk: openai.OpenAI, job_id: str, live_server: LiveServer) -> None:
+    # The job's stream ends after its final state: reading it is the wait.
+    with httpx.stream("GET", f"{live_server.url}/v1/fine_tuning/jobs/{job_id}/stream",
+                      headers=live_server.headers, timeout=60) as response:
+        for _ in response.iter_lines():
+            pass
+    assert sdk.fine_tuning.jobs.retrieve(job_id).status in {"succeeded", "cancelled", "failed"}
+
+
+def test_files_jobs_and_events_through_the_openai_sdk(sdk: openai.OpenAI,
+                                                      live_server: LiveServer) -> None:
+    with (EXAMPLES / "sample.jsonl").open("rb") as f:
+        uploaded = sdk.files.create(file=f, purpose="fine-tune")
+    assert uploaded.id.startswith("file-") and uploaded.bytes > 0
+    assert sdk.files.retrieve(uploaded.id).filename == "sample.jsonl"
+
+    job = sdk.fine_tuning.jobs.create(
+        model="alallo/tiny-gpt2", training_file=uploaded.id, seed=3,
+        method={"type": "supervised", "supervised": {"hyperparameters": {
+            "n_epochs": "auto", "batch_size": 4}}},
+        extra_body={"hyperparameters": {"max_steps": 4}, "trainer": "simulated"},
+    )
+    assert job.object == "fine_tuning.job" and job.status == "queued"
+    wait_final(sdk, job.id, live_server)
+    done = sdk.fine_tuning.jobs.retrieve(job.id)
+    assert done.status == "succeeded" and done.fine_tuned_model
+    assert job.id in [j.id for j in sdk.fine_tuning.jobs.list(limit=100)]
+
+    events = list(sdk.fine_tuning.jobs.list_events(job.id, limit=2))  # pages by event id
+    types = [e.type for e in events]
+    assert types[0] == "JOB_PENDING" and types[-1] == "JOB_COMPLETE"
+    seqs = [int(e.id.rsplit("-", 1)[1]) for e in events]
+    assert seqs == sorted(set(seqs))
+
+    running = sdk.fine_tuning.jobs.create(
+        model="alallo/tiny-gpt2", training_file=uploaded.id,
+        extra_body={"hyperparameters": {"max_steps": 100_000},
+                    "trainer": {"type": "simulated", "step_delay_s": 0.05}})
+    cancelled = sdk.fine_tuning.jobs.cancel(running.id)
+    assert cancelled.status in {"cancelling", "cancelled"}
+    wait_final(sdk, running.id, live_server)
+    assert sdk.fine_tuning.jobs.retrieve(running.id).status == "cancelled"
+    with pytest.raises(openai.ConflictError):
+        sdk.fine_tuning.jobs.cancel(running.id)
+    with pytest.raises(openai.NotFoundError):
+        sdk.fine_tuning.jobs.retrieve("ftjob-nope")
