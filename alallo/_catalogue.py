@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ._errors import InvalidRequest
 
-__all__ = ["TINY_GPT2", "CatalogueModel", "Catalogue"]
+__all__ = ["TINY_GPT2", "Catalogue", "CatalogueModel"]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
 
@@ -20,7 +20,8 @@ class CatalogueModel:
         id: the name a job spec uses (``alallo/tiny-gpt2``, or a local path).
         parameters: parameter count.
         context_length: longest sequence in tokens.
-        runnable_here: whether this server's capacity can train it.
+        runnable_here: whether this server's capacity can train it (set by the runtime
+            from its pool).
         local_path: a local Hugging Face model directory, or None when alallo
             builds the model itself on first use.
     """
@@ -30,6 +31,8 @@ class CatalogueModel:
     context_length: int
     runnable_here: bool = True
     local_path: Path | None = None
+    weights_here: bool = True
+    """False for catalogue models whose weights this server does not have."""
 
     def public(self) -> dict[str, object]:
         """The model object of ``GET /v1/models``."""
@@ -45,7 +48,19 @@ class CatalogueModel:
         }
 
 
-_BUILT_IN = (CatalogueModel(id=TINY_GPT2, parameters=133_000, context_length=256),)
+_BUILT_IN = (
+    CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),
+    # Published sizes (model cards); weights are not shipped: these train on
+    # simulated nodes here, and on real GPU nodes with their weights at hand.
+    CatalogueModel(id="meta-llama/Llama-3.1-8B", parameters=8_030_261_248,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="meta-llama/Llama-3.1-70B", parameters=70_553_706_496,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="Qwen/Qwen2.5-7B", parameters=7_615_616_512,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="mistralai/Mistral-7B-v0.3", parameters=7_248_023_552,
+                   context_length=32_768, local_path=None, weights_here=False),
+)
 
 
 class Catalogue:

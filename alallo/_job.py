@@ -69,6 +69,18 @@ class Plan(BaseModel):
     """Expected seconds per optimizer step on this plan."""
     startup_s: float
     """Expected seconds from start to the first step (imports, model load)."""
+    max_steps: int = 0
+    """Steps the plan is for."""
+
+    @property
+    def training_s(self) -> float:
+        """Expected seconds of training: start-up plus every step."""
+        return self.startup_s + self.max_steps * self.step_time_s
+
+    @property
+    def price(self) -> float:
+        """Expected USD for the whole training."""
+        return self.training_s * self.price_per_hour / 3600
 
 
 class Job(BaseModel):
@@ -88,6 +100,15 @@ class Job(BaseModel):
     message: str | None = None
     progress: Progress
     plan: Plan
+    """The plan the job runs under (the one chosen at creation, until it is placed)."""
+    options: tuple[Plan, ...] = ()
+    """Every plan the pool offers for the job; the scheduler picks by goal."""
+    verdict: Literal["ok", "not_available", "choose_lower_precision"] = "ok"
+    """Whether any node could ever run the job (decided at creation)."""
+    placement: dict[str, Any] | None = None
+    """Where the current run runs: ``{"node", "device_type", "devices"}``."""
+    queue_position: int | None = None
+    """Place in the queue while waiting for capacity (1 = next)."""
     estimate: TimeRange
     """Training time as estimated at creation."""
     price_estimate: tuple[float, float]
@@ -174,6 +195,8 @@ class Job(BaseModel):
                 "devices": self.plan.devices,
                 "memory_gb": self.plan.memory_gb,
             },
+            "placement": self.placement,
+            "queue_position": self.queue_position,
             "created_at": self.created_at,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

@@ -9,6 +9,7 @@ backlog of progress lines.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from dataclasses import dataclass
@@ -18,12 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import structlog
 import trio
 
-from actors import Actor
+from actors import Actor, ActorError
 
 from . import _lifecycle as lifecycle
 from ._bus import Item
 from ._job import Event, Job, LogLine
-from ._operator import JOB_RESTARTS, notify_platform_failure
+from ._operator import JOB_RESTARTS
+from ._scheduler import Acquire, Grant, Release
 from ._spec import CommandTrainer, SimulatedTrainer
 from ._status import EventType, JobStatus
 from ._trainer_process import TrainerProcess
@@ -45,7 +47,12 @@ class CancelJob:
 
 @dataclass(frozen=True)
 class _Waiting:
-    pass
+    position: int
+
+
+@dataclass(frozen=True)
+class _NotAvailable:
+    lower_precision_fits: bool
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class _RunStarting:
     config_hash: str
     resume_step: int | None
     cause: str | None
+    grant: Grant
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,8 @@ class _LimitReached:
     limit: Literal["budget", "time_limit"]
 
 
-JobMessage = (CancelJob | _Waiting | _RunStarting | _CannotAfford | _TrainerLine
-              | _TrainerEnded | _LimitReached)
+JobMessage = (CancelJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
+              | _TrainerLine | _TrainerEnded | _LimitReached)
 
 
 class JobActor(Actor[JobMessage]):
@@ -132,13 +140,16 @@ class JobActor(Actor[JobMessage]):
             case CancelJob():
                 await self._apply(lifecycle.CancelRequested(now=now))
                 return self.job
-            case _Waiting():
-                await self._apply(lifecycle.WaitingForCapacity(now=now))
+            case _Waiting(position=position):
+                await self._apply(lifecycle.WaitingForCapacity(now=now, position=position))
+            case _NotAvailable(lower_precision_fits=lower):
+                await self._apply(lifecycle.NotAvailable(now=now, lower_precision_fits=lower))
             case _CannotAfford(detail=detail):
                 await self._apply(lifecycle.AutoCancel(now=now, reason="balance", detail=detail))
-            case _RunStarting(config_hash=digest, resume_step=step, cause=cause):
-                await self._apply(lifecycle.Started(now=now, config_hash=digest,
-                                                    resume_step=step, cause=cause))
+            case _RunStarting(config_hash=digest, resume_step=step, cause=cause, grant=grant):
+                await self._apply(lifecycle.Started(
+                    now=now, config_hash=digest, resume_step=step, cause=cause,
+                    plan=grant.plan, placement=grant.placement.public()))
             case _TrainerLine(text=text):
                 await self._on_line(text, now)
             case _TrainerEnded(returncode=code):
@@ -215,41 +226,63 @@ class JobActor(Actor[JobMessage]):
         return balance
 
     async def _run(self, cause: str | None) -> None:
-        """Wait for a slot, run the trainer, report its end (a helper task)."""
+        """Wait for a placement, run the trainer, report its end (a helper task)."""
+        job = self.job
+        if job.verdict != "ok":
+            await self.ref.tell(_NotAvailable(job.verdict == "choose_lower_precision"))
+            return await self._end_run(None)
+        scheduler = self._rt.scheduler
+        if scheduler is None:
+            raise RuntimeError("the runtime has no scheduler")
         process: TrainerProcess | None = None
+        send, receive = trio.open_memory_channel[Grant](1)
         with trio.CancelScope() as self._run_scope:
-            if self._rt.capacity.value == 0:
-                await self.ref.tell(_Waiting())
-            async with self._rt.capacity:
+            try:
+                await scheduler.tell(Acquire(job.id, job.options or (job.plan,), job.spec.goal,
+                                             send, self._on_queue_position))
+                grant = await receive.receive()
                 job = self.job
                 if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
                     return await self._end_run(None)  # stopped while it waited
                 if job.attempt == 0 and (detail := await self._cannot_afford(job)):
                     await self.ref.tell(_CannotAfford(detail))
                     return await self._end_run(None)
-                workdir = self._rt.settings.jobs_dir.resolve() / job.id
-                attempt_dir = workdir / f"attempt-{job.attempt + 1}"
-                attempt_dir.mkdir(parents=True, exist_ok=True)
-                payload = self._config(job, workdir).model_dump_json(indent=2)
-                config_path = attempt_dir / "config.json"
-                config_path.write_text(payload)
-                digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-                resume = job.checkpoint.step if job.checkpoint else None
-                await self.ref.tell(_RunStarting(digest, resume, cause))
-                process = TrainerProcess(
-                    self._command(config_path), cwd=attempt_dir,
-                    output_log=attempt_dir / "trainer-output.log",
-                    grace_s=self._rt.settings.cancel_grace_s,
-                )
-                async with trio.open_nursery() as run:
-                    run.start_soon(self._watch_limits, job.ran_s)
-                    try:
-                        await process.run(self._line)
-                    except OSError as exc:  # the command is missing or not executable
-                        await self._line(Error(kind="user", message=(
-                            f"cannot start the trainer: {exc}")).model_dump_json())
-                    run.cancel_scope.cancel()
+                process = await self._launch(job, grant, cause)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await scheduler.tell(Release(job.id))
         await self._end_run(process)
+
+    def _on_queue_position(self, position: int) -> None:
+        # Called from the scheduler's turn: never wait on our own mailbox there.
+        with contextlib.suppress(ActorError):
+            self.ref.try_tell(_Waiting(position))
+
+    async def _launch(self, job: Job, grant: Grant, cause: str | None) -> TrainerProcess:
+        """Start the trainer on the granted placement and run it to its end."""
+        workdir = self._rt.settings.jobs_dir.resolve() / job.id
+        attempt_dir = workdir / f"attempt-{job.attempt + 1}"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        payload = self._config(job, workdir, grant).model_dump_json(indent=2)
+        config_path = attempt_dir / "config.json"
+        config_path.write_text(payload)
+        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        resume = job.checkpoint.step if job.checkpoint else None
+        await self.ref.tell(_RunStarting(digest, resume, cause, grant))
+        process = TrainerProcess(
+            self._command(config_path, grant), cwd=attempt_dir,
+            output_log=attempt_dir / "trainer-output.log",
+            grace_s=self._rt.settings.cancel_grace_s,
+        )
+        async with trio.open_nursery() as run:
+            run.start_soon(self._watch_limits, job.ran_s)
+            try:
+                await process.run(self._line)
+            except OSError as exc:  # the command is missing or not executable
+                await self._line(Error(kind="user", message=(
+                    f"cannot start the trainer: {exc}")).model_dump_json())
+            run.cancel_scope.cancel()
+        return process
 
     async def _end_run(self, process: TrainerProcess | None) -> None:
         self._run_scope = None
@@ -276,7 +309,7 @@ class JobActor(Actor[JobMessage]):
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))
 
-    def _config(self, job: Job, workdir: Path) -> TrainerConfig:
+    def _config(self, job: Job, workdir: Path, grant: Grant) -> TrainerConfig:
         settings = self._rt.settings
         spec = job.spec
         hp = job.resolved_hyperparameters()
@@ -290,6 +323,10 @@ class JobActor(Actor[JobMessage]):
                                 entity=w.entity, mode=settings.wandb_mode,
                                 base_url=settings.wandb_base_url, dir=str(workdir / "wandb"))
         simulated = trainer if isinstance(trainer, SimulatedTrainer) else None
+        if simulated is None and grant.placement.simulated:
+            # Simulated nodes run the simulated trainer at the plan's pace (time-scaled).
+            simulated = SimulatedTrainer(
+                step_delay_s=grant.plan.step_time_s / settings.simulation_time_scale)
         return TrainerConfig(
             job_id=job.id,
             model=str(model_dir),
@@ -312,9 +349,10 @@ class JobActor(Actor[JobMessage]):
             wandb=wandb,
         )
 
-    def _command(self, config_path: Path) -> list[str]:
+    def _command(self, config_path: Path, grant: Grant) -> list[str]:
         trainer = self.job.spec.trainer
-        if isinstance(trainer, CommandTrainer):
+        if isinstance(trainer, CommandTrainer) and not grant.placement.simulated:
             return [*trainer.command, str(config_path)]
-        module = "simulated" if isinstance(trainer, SimulatedTrainer) else "trl"
+        simulated = isinstance(trainer, SimulatedTrainer) or grant.placement.simulated
+        module = "simulated" if simulated else "trl"
         return [self._rt.settings.python, "-m", f"alallo.trainers.{module}", str(config_path)]

@@ -20,7 +20,7 @@ from typing import Literal
 
 from ._billing import LedgerEntry, charge_through, refund_all
 from ._errors import InvalidTransition
-from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
+from ._job import Event, Job, JobError, LogLine, Plan, Progress, SavedCheckpoint
 from ._status import EventLevel, EventType, JobStatus, Message
 from .trainers import Checkpoint, Done, Error, Integration, Stage
 from .trainers import Progress as TrainerProgress
@@ -52,9 +52,10 @@ class Created:
 
 @dataclass(frozen=True)
 class WaitingForCapacity:
-    """The job is ready to start but no capacity is free."""
+    """The job is ready to start but no capacity is free; ``position`` 1 is next."""
 
     now: float
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class Started:
     """The checkpoint step the run resumes from, or None for a fresh start."""
     cause: str | None = None
     """Why the job restarts (for JOB_RESTARTED), when it is not the first run."""
+    plan: Plan | None = None
+    """The plan the scheduler placed the run under."""
+    placement: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -213,10 +217,12 @@ def apply(job: Job, event: Input) -> Transition:
         case Created():
             draft.set(message=Message.STARTING.value).event(
                 EventType.JOB_PENDING, "Fine tune request created")
-        case WaitingForCapacity():
-            if job.status is not JobStatus.QUEUED:
+        case WaitingForCapacity(position=position):
+            if job.status is not JobStatus.QUEUED or (
+                    job.message == Message.WAITING_FOR_CAPACITY.value
+                    and job.queue_position == position):
                 return _unchanged(job)
-            draft.set(message=Message.WAITING_FOR_CAPACITY.value)
+            draft.set(message=Message.WAITING_FOR_CAPACITY.value, queue_position=position)
         case NotAvailable(lower_precision_fits=lower):
             message = (Message.CHOOSE_LOWER_PRECISION if lower else Message.NOT_AVAILABLE).value
             _fail(draft, message, "not_available", EventType.JOB_ERROR)
@@ -277,9 +283,12 @@ def _started(draft: _Draft, event: Started) -> None:
         "status": JobStatus.RUNNING, "message": None, "attempt": job.attempt + 1,
         "run_started_at": now, "first_step_at": None, "first_step": event.resume_step or 0,
         "log_lines": 0, "last_log_line": None, "trainer_error": None,
-        "restart_cause": None, "fine_tuned_model": None,
+        "restart_cause": None, "fine_tuned_model": None, "queue_position": None,
         "started_at": job.started_at or int(now),
     }
+    if event.plan is not None:
+        updates["plan"] = event.plan
+        updates["placement"] = event.placement
     if job.attempt > 0:
         updates["progress"] = job.progress.model_copy(update={"step": event.resume_step or 0})
         resumed = (f" from the checkpoint at step {event.resume_step}"

@@ -23,20 +23,25 @@ import uuid
 from functools import partial
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, cast
 
 import structlog
 import trio
-from actors import ActorStopped, Restart, RestartIntensity, Supervisor, open_supervisor
+from actors import ActorRef, ActorStopped, Restart, RestartIntensity, Supervisor, open_supervisor
 
 from . import _lifecycle as lifecycle
 from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
-from ._estimate import estimate_price, estimate_time, plan_for
+from ._capacity import Pool
+from ._estimate import estimate_price, estimate_time
+from ._plans import PlanOptions, plan_options, tokens_per_example
+from ._scheduler import QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
+from ._status import Message
 from ._files import check_jsonl
-from ._job import Event, Job, LogLine, Progress
+from ._job import Event, Job, LogLine, Plan, Progress
 from ._job_actor import CancelJob, JobActor
 from ._operator import notify_platform_failure
 from ._keys import hash_key, new_key, read_key_file, write_key_file
@@ -76,7 +81,8 @@ class Runtime:
         self.store = Store(self.settings.resolved_database_url)
         self.bus = EventBus()
         self.catalogue = Catalogue()
-        self.capacity = trio.Semaphore(self.settings.max_concurrent_jobs)
+        self.pool = Pool(self.settings.node_specs)
+        self.scheduler: ActorRef[SchedulerMessage] | None = None
         self.api_key: str = ""
         self.api_key_created = False
         self._stack = AsyncExitStack()
@@ -94,6 +100,8 @@ class Runtime:
         self._background = await self._stack.enter_async_context(trio.open_nursery())
         self._supervisor = await self._stack.enter_async_context(
             open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY))
+        self.scheduler = await self._supervisor.start_child(
+            Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
         for job in await self.store.live_jobs():
             await self._start_actor(job.id)
         return self
@@ -207,39 +215,40 @@ class Runtime:
     # -- models --------------------------------------------------------------
 
     def list_models(self) -> list[CatalogueModel]:
-        """The model catalogue."""
-        return self.catalogue.list()
+        """The model catalogue, ``runnable_here`` decided by this server's pool."""
+        return [replace(m, runnable_here=self._runnable(m)) for m in self.catalogue.list()]
+
+    def _runnable(self, model: CatalogueModel) -> bool:
+        simulated = any(n.spec.simulated for n in self.pool.nodes.values())
+        if not model.weights_here and not simulated:
+            return False
+        spec = JobSpec(model=model.id, training_file="-", precision="4-bit")
+        lora16 = JobSpec(model=model.id, training_file="-")
+        return any(plan_options(model, s, self.pool, max_steps=1,
+                                tokens_per_example=512).verdict == "ok" for s in (spec, lora16))
 
     # -- jobs ----------------------------------------------------------------
 
     async def create_job(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> Job:
         """Accept a job: it is stored as ``queued`` (``Starting``) before this returns.
 
+        A job that no node could ever run is accepted too, and fails at once
+        with ``Not available right now.`` (it costs nothing, and never waits
+        in the queue).
+
         Raises:
             pydantic.ValidationError: the spec is malformed.
             InvalidRequest: an unknown model, training file, or absurd setting.
         """
-        if not isinstance(spec, JobSpec):
-            spec = JobSpec.model_validate(spec)
-        model = self.catalogue.resolve(spec.model)
-        file = await self.store.get_file(account_id, spec.training_file)
-        if file is None:
-            raise InvalidRequest(f"no training file {spec.training_file!r}",
-                                 param="training_file")
-        if spec.validation_file and not await self.store.get_file(account_id,
-                                                                  spec.validation_file):
-            raise InvalidRequest(f"no validation file {spec.validation_file!r}",
-                                 param="validation_file")
-        self._files[file.id] = file
-        max_steps = self._max_steps(spec, file.line_count)
-        plan = plan_for(model, spec, cpu_price_per_hour=self.settings.cpu_price_per_hour)
-        estimate = estimate_time(plan, max_steps)
+        spec, options, max_steps = await self._plan(account_id, spec)
+        plan = options.pick(spec.goal) if options.options else _NO_PLAN
+        estimate = estimate_time(plan, wait_s=await self._wait_s(plan) if options.options else 0)
         now = time.time()
         job = Job(
             id="ft-" + uuid.uuid4().hex[:24], account_id=account_id, spec=spec,
             max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
-            estimate=estimate, price_estimate=estimate_price(plan, estimate),
-            created_at=int(now),
+            options=options.options, verdict=options.verdict,
+            estimate=estimate, price_estimate=estimate_price(plan), created_at=int(now),
         )
         transition = lifecycle.apply(job, lifecycle.Created(now=now))
         job = transition.job
@@ -258,6 +267,32 @@ class Runtime:
         Raises:
             pydantic.ValidationError, InvalidRequest: as :meth:`create_job`.
         """
+        spec, options, _ = await self._plan(account_id, spec)
+        balance, billing_limit = await self.store.balance(account_id)
+        if not options.options:
+            reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
+                      else Message.NOT_AVAILABLE).value
+            return {"available": False, "reason": reason, "time": None, "price": None,
+                    "capacity_free": False, "note": None, "plan": None,
+                    "allowed_to_proceed": False}
+        plan = options.pick(spec.goal)
+        wait = await self._wait_s(plan)
+        time_range = estimate_time(plan, wait_s=wait)
+        low, high = estimate_price(plan)
+        return {
+            "available": True,
+            "reason": None,
+            "time": time_range.public(),
+            "price": {"low": low, "high": high, "currency": "USD"},
+            "capacity_free": wait == 0,
+            "note": None if wait == 0 else NO_CAPACITY_NOTE,
+            "plan": {"devices": plan.devices, "device_type": plan.device_type,
+                     "memory_gb": plan.memory_gb},
+            "allowed_to_proceed": high <= balance + billing_limit,
+        }
+
+    async def _plan(self, account_id: str, spec: JobSpec | Mapping[str, Any],
+                    ) -> tuple[JobSpec, PlanOptions, int]:
         if not isinstance(spec, JobSpec):
             spec = JobSpec.model_validate(spec)
         model = self.catalogue.resolve(spec.model)
@@ -265,22 +300,34 @@ class Runtime:
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
-        plan = plan_for(model, spec, cpu_price_per_hour=self.settings.cpu_price_per_hour)
-        time_range = estimate_time(plan, self._max_steps(spec, file.line_count))
-        low, high = estimate_price(plan, time_range)
-        free = self.capacity.value > 0
-        balance, billing_limit = await self.store.balance(account_id)
-        return {
-            "available": True,
-            "reason": None,
-            "time": time_range.public(),
-            "price": {"low": low, "high": high, "currency": "USD"},
-            "capacity_free": free,
-            "note": None if free else NO_CAPACITY_NOTE,
-            "plan": {"devices": plan.devices, "device_type": plan.device_type,
-                     "memory_gb": plan.memory_gb},
-            "allowed_to_proceed": high <= balance + billing_limit,
-        }
+        if spec.validation_file and not await self.store.get_file(account_id,
+                                                                  spec.validation_file):
+            raise InvalidRequest(f"no validation file {spec.validation_file!r}",
+                                 param="validation_file")
+        self._files[file.id] = file
+        max_steps = self._max_steps(spec, file.line_count)
+        options = plan_options(
+            model, spec, self.pool, max_steps=max_steps,
+            tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
+            cpu_price_per_hour=self.settings.cpu_price_per_hour)
+        if not model.weights_here:
+            # Without weights, only simulated nodes can run the model.
+            simulated = {n.device.name for n in self.pool.nodes.values() if n.spec.simulated}
+            kept = tuple(p for p in options.options if p.device_type in simulated)
+            options = PlanOptions(kept, options.verdict if kept else "not_available")
+        return spec, options, max_steps
+
+    async def _wait_s(self, plan: Plan) -> float:
+        if self.scheduler is None:
+            return 0.0
+        wait: float = await self.scheduler.ask(WaitEstimate(plan), timeout=10)
+        return wait
+
+    async def capacity(self) -> dict[str, Any]:
+        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""
+        queue: list[str] = (await self.scheduler.ask(QueueSnapshot(), timeout=10)
+                            if self.scheduler is not None else [])
+        return {"nodes": self.pool.public(), "queue_length": len(queue), "queue": queue}
 
     def _max_steps(self, spec: JobSpec, line_count: int) -> int:
         hp = spec.hyperparameters
@@ -431,6 +478,10 @@ class Runtime:
             pass
         return await self.get_job(account_id, job_id)
 
+
+_NO_PLAN = Plan(device_type="none", devices=0, memory_gb=0, price_per_hour=0, step_time_s=0,
+                startup_s=0)
+"""The plan of a job no node can run (it fails at once)."""
 
 _FINAL = frozenset({"succeeded", "failed", "cancelled"})
 

@@ -7,12 +7,21 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ._capacity import NodeSpec
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
 
 DEFAULT_DATA_DIR = Path(".alallo")
 DEFAULT_PORT = 8000
+CONFIG_FILE = "alallo.toml"
+"""Settings file read from the working directory, below the environment."""
 
 
 class Settings(BaseSettings):
@@ -22,7 +31,20 @@ class Settings(BaseSettings):
     ``Settings(data_dir=tmp_path)`` when embedding the runtime.
     """
 
-    model_config = SettingsConfigDict(env_prefix="ALALLO_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ALALLO_", extra="ignore",
+                                      toml_file=CONFIG_FILE)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then ``ALALLO_*`` variables, then ``alallo.toml`` (in the working directory)."""
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
     data_dir: Path = DEFAULT_DATA_DIR
     """Root of everything alallo keeps: the SQLite file, files, checkpoints, models."""
@@ -63,6 +85,24 @@ class Settings(BaseSettings):
     """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
     wandb_base_url: str | None = None
     """The W&B server, when not the public one."""
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    """The capacity pool; empty means one node, ``local``: this machine's CPU with
+    ``max_concurrent_jobs`` slots. Example (``alallo.toml``)::
+
+        [[nodes]]
+        name = "gpu-1"
+        device = "H100-80GB"
+        count = 8
+        simulated = true
+    """
+    simulation_time_scale: float = Field(default=1.0, gt=0)
+    """On simulated nodes, how many simulated seconds pass in one real second."""
+
+    @property
+    def node_specs(self) -> list[NodeSpec]:
+        """The configured nodes, or the local CPU node."""
+        return self.nodes or [NodeSpec(name="local", device="cpu",
+                                       count=self.max_concurrent_jobs)]
 
     @property
     def resolved_database_url(self) -> str:

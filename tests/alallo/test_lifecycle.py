@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alallo import EventType, InvalidTransition, JobSpec, JobStatus, Message
-from alallo._estimate import estimate_price, estimate_time, plan_for
+from alallo._capacity import NodeSpec, Pool
+from alallo._estimate import estimate_price, estimate_time
+from alallo._plans import plan_options
 from alallo._catalogue import Catalogue
 from alallo._job import Job, Progress
 from alallo._lifecycle import (
@@ -19,13 +21,20 @@ from alallo.trainers import Checkpoint, Done, Error, Progress as TrainerProgress
 T0 = 1_700_000_000.0
 
 
+LOCAL = Pool([NodeSpec(name="local", device="cpu", count=1)])
+
+
+def tiny_plan(spec: JobSpec, max_steps: int):  # type: ignore[no-untyped-def]
+    return plan_options(Catalogue().resolve(spec.model), spec, LOCAL, max_steps=max_steps,
+                        tokens_per_example=50).pick(spec.goal)
+
+
 def new_job(max_steps: int = 30) -> Job:
     spec = JobSpec(model="alallo/tiny-gpt2", training_file="file-1")
-    plan = plan_for(Catalogue().resolve(spec.model), spec)
-    estimate = estimate_time(plan, max_steps)
+    plan = tiny_plan(spec, max_steps)
     job = Job(id="ft-1", account_id="acct", spec=spec, max_steps=max_steps,
-              progress=Progress(max_steps=max_steps), plan=plan, estimate=estimate,
-              price_estimate=estimate_price(plan, estimate), created_at=int(T0))
+              progress=Progress(max_steps=max_steps), plan=plan, estimate=estimate_time(plan),
+              price_estimate=estimate_price(plan), created_at=int(T0))
     return apply(job, Created(now=T0)).job
 
 
@@ -40,9 +49,9 @@ def run(job: Job, *inputs: Input) -> tuple[Job, list[EventType]]:
 
 def test_created_job_is_queued_starting_with_job_pending() -> None:
     spec = JobSpec(model="alallo/tiny-gpt2", training_file="file-1")
-    plan = plan_for(Catalogue().resolve(spec.model), spec)
+    plan = tiny_plan(spec, 5)
     blank = Job(id="ft-1", account_id="a", spec=spec, max_steps=5, progress=Progress(max_steps=5),
-                plan=plan, estimate=estimate_time(plan, 5), price_estimate=(0.0, 0.0),
+                plan=plan, estimate=estimate_time(plan), price_estimate=(0.0, 0.0),
                 created_at=int(T0))
     transition = apply(blank, Created(now=T0))
     assert (transition.job.status, transition.job.message) == (JobStatus.QUEUED, "Starting")
