@@ -314,7 +314,10 @@ class Runtime:
             # Without weights, only simulated nodes can run the model.
             simulated = {n.device.name for n in self.pool.nodes.values() if n.spec.simulated}
             kept = tuple(p for p in options.options if p.device_type in simulated)
-            options = PlanOptions(kept, options.verdict if kept else "not_available")
+            if options.options and not kept:
+                options = PlanOptions((), "not_available")
+            else:
+                options = PlanOptions(kept, options.verdict)
         return spec, options, max_steps
 
     async def _wait_s(self, plan: Plan) -> float:

@@ -219,6 +219,10 @@ class Client:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
         return self._request("GET", "/v1/models")
 
+    def capacity(self) -> _JsonObject:
+        """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""
+        return self._request("GET", "/v1/capacity")
+
     def estimate(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
         """Estimate time and price of a job without creating it.
 

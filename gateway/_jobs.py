@@ -11,7 +11,7 @@ from ._auth import account_of, runtime_of
 from ._body import json_object, query_int
 
 __all__ = [
-    "cancel_job", "create_estimate", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
+    "cancel_job", "capacity", "create_estimate", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
 ]
 
 MAX_PAGE = 1000
@@ -83,6 +83,12 @@ async def job_log(request: Request) -> JSONResponse:
         account, request.path_params["job_id"], after=after, limit=limit, attempt=attempt)
     return JSONResponse({"object": "list", "data": [line.public() for line in lines],
                          "lines": [line.public() for line in lines], "has_more": more})
+
+
+async def capacity(request: Request) -> JSONResponse:
+    """``GET /v1/capacity`` → nodes, devices, free and busy, and the queue."""
+    await account_of(request)
+    return JSONResponse(await runtime_of(request).capacity())
 
 
 async def list_models(request: Request) -> JSONResponse:

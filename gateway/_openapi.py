@@ -70,6 +70,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
               errors=(401, 404)),
     Operation("get", "/v1/models", "The model catalogue", s.ModelList, errors=(401,)),
+    Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
+              s.Capacity, errors=(401,)),
     Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", s.Estimate,
               body=JobSpec, errors=(400, 401, 413, 422)),
     Operation("post", "/v1/fine_tuning/jobs", "Create a job", s.JobObject, body=JobSpec,

@@ -240,14 +240,39 @@ class EstimatePlan(BaseModel):
     memory_gb: float
 
 
+class CapacityNode(BaseModel):
+    """A node of the pool and what runs on it."""
+
+    name: str
+    device_type: str
+    devices: int
+    free: int
+    busy: dict[str, int]
+    """Devices held, by job id."""
+    simulated: bool
+    draining: bool
+    memory_gb: float
+    price_per_hour: float
+
+
+class Capacity(BaseModel):
+    """The capacity pool and the queue."""
+
+    nodes: list[CapacityNode]
+    queue_length: int
+    queue: list[str]
+    """Job ids waiting for capacity, next first."""
+
+
 class Estimate(BaseModel):
     """The answer to "Estimate time and price"."""
 
     available: bool
     reason: str | None
-    time: TimeRangeObject
-    price: EstimatePrice
+    """Why the job cannot run (``Not available right now.`` ...), or None."""
+    time: TimeRangeObject | None
+    price: EstimatePrice | None
     capacity_free: bool
     note: str | None
-    plan: EstimatePlan
+    plan: EstimatePlan | None
     allowed_to_proceed: bool

@@ -41,6 +41,7 @@ ROUTES = [
     Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
     Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
     Route("/v1/models", _jobs.list_models, methods=["GET"]),
+    Route("/v1/capacity", _jobs.capacity, methods=["GET"]),
     Route("/v1/fine_tuning/estimates", _jobs.create_estimate, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.create_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.list_jobs, methods=["GET"]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from alallo.cli._dashboard import dashboard
+from alallo.cli._capacity import capacity
 from alallo.cli._files import files_app
 from alallo.cli._jobs import estimate, jobs_app
 from alallo.cli._models import models_app
@@ -25,6 +26,7 @@ app.add_typer(files_app, name="files")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(models_app, name="models")
 app.command("estimate")(estimate)
+app.command("capacity")(capacity)
 app.command("dashboard")(dashboard)
 
 
@@ -34,3 +36,4 @@ def main() -> None:
 
 
 import alallo.cli._serve  # noqa: E402, F401  (registers `serve` and `demo` on `app`)
+import alallo.cli._db  # noqa: E402, F401  (registers `db`)

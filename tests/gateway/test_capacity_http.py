@@ -1,0 +1,81 @@
+"""Capacity over HTTP on a simulated GPU fleet: plans, the queue, not-available answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import trio
+
+from support import EXAMPLES, LiveServer, read_stream, upload
+
+Factory = Callable[..., LiveServer]
+FLEET = json.dumps([{"name": "gpu-1", "device": "H100-80GB", "count": 2, "simulated": True}])
+
+
+async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factory) -> None:
+    server = server_factory(ALALLO_NODES=FLEET, ALALLO_SIMULATION_TIME_SCALE="5")
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=30) as c:
+        file = (await upload(c, EXAMPLES / "sample.jsonl")).json()
+
+        async def create(**spec: Any) -> dict[str, Any]:
+            response = await c.post("/v1/fine_tuning/jobs", json={
+                "training_file": file["id"], "hyperparameters": {"max_steps": 400}, **spec})
+            assert response.status_code == 200, response.text
+            return dict(response.json())
+
+        capacity = (await c.get("/v1/capacity")).json()
+        assert capacity["nodes"][0] | {"busy": {}} == capacity["nodes"][0]
+        assert (capacity["nodes"][0]["devices"], capacity["queue_length"]) == (2, 0)
+
+        models = {m["id"]: m for m in (await c.get("/v1/models")).json()["data"]}
+        assert models["meta-llama/Llama-3.1-8B"]["runnable_here"]
+
+        # 70B at 16-bit needs 4 H100s, the node has 2; at 4-bit one is enough.
+        estimate = (await c.post("/v1/fine_tuning/estimates", json={
+            "model": "meta-llama/Llama-3.1-70B", "training_file": file["id"]})).json()
+        assert estimate["available"] is False
+        assert estimate["reason"] == "Not available right now. Choose a lower precision."
+        refused = await create(model="meta-llama/Llama-3.1-70B")
+        final = (await read_stream(c, refused["id"]))[-1][2]
+        assert (final["status"], final["message"]) == (
+            "failed", "Not available right now. Choose a lower precision.")
+        assert final["price"]["charged"] == 0
+
+        # Two 8B jobs take both GPUs; the third waits, first in the queue.
+        jobs = [await create(model="meta-llama/Llama-3.1-8B", name=f"j{i}") for i in range(3)]
+        with trio.fail_after(30):
+            while True:
+                third = (await c.get(f"/v1/fine_tuning/jobs/{jobs[2]['id']}")).json()
+                if third["message"] == "Waiting for capacity":
+                    break
+                await trio.sleep(0.05)
+        assert third["queue_position"] == 1
+        busy = (await c.get("/v1/capacity")).json()
+        assert busy["queue"] == [jobs[2]["id"]] and busy["nodes"][0]["free"] == 0
+        estimate = (await c.post("/v1/fine_tuning/estimates", json={
+            "model": "meta-llama/Llama-3.1-8B", "training_file": file["id"]})).json()
+        assert estimate["note"] == "No capacity is free right now; the job would wait in the queue."
+        assert estimate["capacity_free"] is False
+
+        finals = [(await read_stream(c, j["id"]))[-1][2] for j in jobs]
+    assert [f["status"] for f in finals] == ["succeeded"] * 3
+    assert all(f["placement"] == {"node": "gpu-1", "device_type": "H100-80GB", "devices": 1}
+               for f in finals)
+    assert finals[2]["queue_position"] is None
+
+
+def test_capacity_command_shows_the_nodes(server_factory: Factory) -> None:
+    import subprocess
+    import sys
+
+    server = server_factory(ALALLO_NODES=FLEET)
+    result = subprocess.run([sys.executable, "-m", "alallo", "capacity"], capture_output=True,
+                            text=True, timeout=60, env={"ALALLO_URL": server.url,
+                                                        "ALALLO_API_KEY": server.api_key,
+                                                        "COLUMNS": "160", "PATH": "/usr/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "gpu-1 (simulated)" in result.stdout and "H100-80GB" in result.stdout
+    assert "2/2" in result.stdout and "Queue: 0 waiting" in result.stdout
