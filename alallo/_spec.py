@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -143,6 +150,16 @@ class JobSpec(BaseModel):
                 merged.update(data["hyperparameters"])
             data["hyperparameters"] = merged
         return data
+
+    @field_validator("precision")
+    @classmethod
+    def _four_bit_is_lora(cls, value: str, info: ValidationInfo) -> str:
+        if value == "4-bit" and info.data.get("adapter") == "full":
+            raise PydanticCustomError(
+                "precision_adapter",
+                'precision "4-bit" trains a LoRA adapter on quantized weights (QLoRA): '
+                'use adapter "lora", or precision "16-bit" for full fine-tuning')
+        return value
 
     @field_validator("trainer", mode="before")
     @classmethod

@@ -145,6 +145,7 @@ async def test_bad_training_file_is_refused_and_not_stored(
         ({"hyperparameters": {"learning_rate": 5}}, 422, "hyperparameters.learning_rate"),
         ({"training_file": "file-nope"}, 422, "training_file"),
         ({"adapter": "qlora"}, 422, "adapter"),
+        ({"adapter": "full", "precision": "4-bit"}, 422, "precision"),
         ({"surprise": 1}, 422, "surprise"),
     ],
 )
