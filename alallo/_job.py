@@ -109,6 +109,8 @@ class Job(BaseModel):
     """Where the current run runs: ``{"node", "device_type", "devices"}``."""
     queue_position: int | None = None
     """Place in the queue while waiting for capacity (1 = next)."""
+    memory_factor: float = 1.0
+    """Measured memory over planned memory, once a run showed more was needed."""
     estimate: TimeRange
     """Training time as estimated at creation."""
     price_estimate: tuple[float, float]

@@ -234,11 +234,18 @@ class JobActor(Actor[JobMessage]):
         scheduler = self._rt.scheduler
         if scheduler is None:
             raise RuntimeError("the runtime has no scheduler")
+        options = job.options or (job.plan,)
+        if job.memory_factor > 1.0:
+            replanned = await self._rt.replan(job)
+            if not replanned.options:
+                await self.ref.tell(_NotAvailable(False))
+                return await self._end_run(None)
+            options = replanned.options
         process: TrainerProcess | None = None
         send, receive = trio.open_memory_channel[Grant](1)
         with trio.CancelScope() as self._run_scope:
             try:
-                await scheduler.tell(Acquire(job.id, job.options or (job.plan,), job.spec.goal,
+                await scheduler.tell(Acquire(job.id, options, job.spec.goal,
                                              send, self._on_queue_position))
                 grant = await receive.receive()
                 job = self.job
@@ -346,6 +353,9 @@ class JobActor(Actor[JobMessage]):
             seed=spec.seed or 0,
             step_delay_s=simulated.step_delay_s if simulated else 0.0,
             fail_at_step=simulated.fail_at_step if simulated else None,
+            memory_gb=grant.plan.memory_gb if simulated and grant.placement.simulated else None,
+            memory_surprise=(simulated.memory_surprise
+                             if simulated and job.memory_factor == 1.0 else 1.0),
             wandb=wandb,
         )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._billing import LedgerEntry, charge_through, refund_all
+from ._capacity import DEVICE_TYPES
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Plan, Progress, SavedCheckpoint
 from ._status import EventLevel, EventType, JobStatus, Message
@@ -346,6 +347,15 @@ def _progress(draft: _Draft, message: TrainerProgress) -> bool:
         loss=message.loss if message.loss is not None else job.progress.loss,
     )
     draft.set(progress=progress)
+    device = DEVICE_TYPES.get(job.plan.device_type)
+    if (message.memory_gb is not None and device is not None and job.status is JobStatus.RUNNING
+            and message.memory_gb > device.memory_gb):
+        reason = (f"it needs {message.memory_gb:.1f} GB per device; "
+                  f"a {device.name} has {device.memory_gb:.0f} GB")
+        draft.set(status=JobStatus.RE_SCHEDULING, message=Message.RE_SCHEDULING.value,
+                  restart_cause=f"re-scheduled: {reason}",
+                  memory_factor=message.memory_gb / max(job.plan.memory_gb, 1e-9))
+        draft.event(EventType.JOB_RESCHEDULED, f"Job re-scheduled: {reason}")
     before, after = job.progress.epoch, progress.epoch
     if after is not None and int(after) > int(before or 0) and int(after) >= 1:
         draft.event(EventType.EPOCH_COMPLETE, f"Epoch {int(after)} completed", step=progress.step)

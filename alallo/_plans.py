@@ -83,11 +83,15 @@ class PlanOptions:
 
 def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps: int,
                  tokens_per_example: float, cpu_price_per_hour: float | None = None,
-                 ) -> PlanOptions:
-    """The plans for a job on each device type of the pool that could hold it."""
+                 memory_factor: float = 1.0) -> PlanOptions:
+    """The plans for a job on each device type of the pool that could hold it.
+
+    ``memory_factor`` scales the memory model: a run that measured more
+    memory than planned is re-planned with measured / planned.
+    """
     options = tuple(p for d in pool.device_types()
                     if (p := _plan_on(d, model, spec, pool, max_steps, tokens_per_example,
-                                      cpu_price_per_hour)) is not None)
+                                      cpu_price_per_hour, memory_factor)) is not None)
     if options:
         return PlanOptions(options, "ok")
     if spec.precision == "16-bit" and spec.adapter == "lora":
@@ -100,15 +104,15 @@ def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps:
 
 def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Pool,
              max_steps: int, tokens_per_example: float,
-             cpu_price_per_hour: float | None) -> Plan | None:
+             cpu_price_per_hour: float | None, memory_factor: float = 1.0) -> Plan | None:
     cpu = device.name == "cpu"
     if cpu and spec.precision == "4-bit":
         return None  # QLoRA needs CUDA kernels (bitsandbytes)
     usable = device.memory_gb * USABLE_MEMORY
     most = pool.largest(device.name)
     devices = 1
-    while memory_gb(model.parameters, spec.adapter, spec.precision, devices=devices,
-                    gpu=not cpu) > usable:
+    while memory_factor * memory_gb(model.parameters, spec.adapter, spec.precision,
+                                    devices=devices, gpu=not cpu) > usable:
         devices *= 2
         if devices > most or cpu:
             return None
@@ -129,8 +133,9 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
         step_s, startup_s = spec.trainer.step_delay_s, SIMULATED_STARTUP_S
     return Plan(
         device_type=device.name, devices=devices,
-        memory_gb=round(memory_gb(model.parameters, spec.adapter, spec.precision,
-                                  devices=devices, gpu=not cpu), 2),
+        memory_gb=round(memory_factor * memory_gb(model.parameters, spec.adapter,
+                                                  spec.precision, devices=devices,
+                                                  gpu=not cpu), 2),
         price_per_hour=price_per_hour, step_time_s=step_s, startup_s=startup_s,
         max_steps=max_steps,
     )

@@ -291,8 +291,14 @@ class Runtime:
             "allowed_to_proceed": high <= balance + billing_limit,
         }
 
-    async def _plan(self, account_id: str, spec: JobSpec | Mapping[str, Any],
-                    ) -> tuple[JobSpec, PlanOptions, int]:
+    async def replan(self, job: Job) -> PlanOptions:
+        """A job's plans again, with its measured memory (after a re-scheduling)."""
+        _, options, _ = await self._plan(job.account_id, job.spec,
+                                         memory_factor=job.memory_factor)
+        return options
+
+    async def _plan(self, account_id: str, spec: JobSpec | Mapping[str, Any], *,
+                    memory_factor: float = 1.0) -> tuple[JobSpec, PlanOptions, int]:
         if not isinstance(spec, JobSpec):
             spec = JobSpec.model_validate(spec)
         model = self.catalogue.resolve(spec.model)
@@ -309,7 +315,7 @@ class Runtime:
         options = plan_options(
             model, spec, self.pool, max_steps=max_steps,
             tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
-            cpu_price_per_hour=self.settings.cpu_price_per_hour)
+            cpu_price_per_hour=self.settings.cpu_price_per_hour, memory_factor=memory_factor)
         if not model.weights_here:
             # Without weights, only simulated nodes can run the model.
             simulated = {n.device.name for n in self.pool.nodes.values() if n.spec.simulated}

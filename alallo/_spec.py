@@ -68,6 +68,8 @@ class SimulatedTrainer(BaseModel):
     """Seconds each simulated step takes."""
     fail_at_step: int | None = Field(default=None, ge=1)
     """Crash with a platform error at this step (for failure drills)."""
+    memory_surprise: float = Field(default=1.0, ge=1.0, le=100.0)
+    """From step 3, report this many times the planned memory (drills re-scheduling)."""
 
 
 class CommandTrainer(BaseModel):

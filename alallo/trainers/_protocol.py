@@ -92,6 +92,10 @@ class TrainerConfig(BaseModel):
     """Simulated trainer only: seconds each step takes."""
     fail_at_step: int | None = None
     """Simulated trainer only: exit with a platform error at this step."""
+    memory_gb: float | None = None
+    """Simulated trainer only: the planned memory per device it reports, GB."""
+    memory_surprise: float = Field(default=1.0, ge=1.0)
+    """Simulated trainer only: from step 3 it reports this many times the planned memory."""
     wandb: WandbConfig | None = None
     """Report metrics to W&B; the trainer reports an ``Integration`` line first."""
 
@@ -127,6 +131,9 @@ class Progress(_Message):
     max_steps: int = Field(gt=0)
     epoch: float | None = None
     loss: float | None = None
+    memory_gb: float | None = None
+    """Peak device memory so far, GB (per device); a job that needs more than its
+    placement has is re-scheduled on a bigger one."""
 
 
 class Checkpoint(_Message):

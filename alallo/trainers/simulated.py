@@ -120,7 +120,11 @@ def _train(config: TrainerConfig) -> None:
         last = step == config.max_steps
         loss = fake_loss(step) if last or step % config.logging_steps == 0 else None
         epoch = step / steps_per_epoch
-        emit(Progress(step=step, max_steps=config.max_steps, epoch=epoch, loss=loss))
+        memory = None
+        if config.memory_gb is not None:
+            memory = config.memory_gb * (config.memory_surprise if step >= 3 else 1.0)
+        emit(Progress(step=step, max_steps=config.max_steps, epoch=epoch, loss=loss,
+                      memory_gb=memory))
         if loss is not None:
             emit(Log(text=f"Step {step}/{config.max_steps}: loss {loss:.4f}"))
             if run is not None:

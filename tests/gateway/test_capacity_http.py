@@ -79,3 +79,33 @@ def test_capacity_command_shows_the_nodes(server_factory: Factory) -> None:
     assert result.returncode == 0, result.stderr
     assert "gpu-1 (simulated)" in result.stdout and "H100-80GB" in result.stdout
     assert "2/2" in result.stdout and "Queue: 0 waiting" in result.stdout
+
+
+async def test_a_job_that_needs_more_memory_is_rescheduled_and_continues(
+        server_factory: Factory) -> None:
+    fleet = json.dumps([
+        {"name": "small", "device": "L40S-48GB", "count": 1, "simulated": True},
+        {"name": "big", "device": "H100-80GB", "count": 2, "simulated": True}])
+    server = server_factory(ALALLO_NODES=fleet)
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=30) as c:
+        file = (await upload(c, EXAMPLES / "sample.jsonl")).json()
+        job = (await c.post("/v1/fine_tuning/jobs", json={
+            "model": "meta-llama/Llama-3.1-8B", "training_file": file["id"],
+            "hyperparameters": {"max_steps": 30},
+            # Planned 22 GB fits an L40S (the cheapest); from step 3 it needs 2.5 × that.
+            "trainer": {"type": "simulated", "step_delay_s": 0.05, "memory_surprise": 2.5},
+        })).json()
+        items = await read_stream(c, job["id"])
+        events = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                              params={"limit": 1000})).json()["data"]
+    statuses = [d["status"] for k, _, d in items if k == "job"]
+    folded = [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s]
+    assert folded[-3:] == ["re-scheduling", "running", "succeeded"]
+    types = [e["type"] for e in events]
+    assert types.count("JOB_RESCHEDULED") == 1 and types.count("JOB_RESTARTED") == 1
+    rescheduled = next(e for e in events if e["type"] == "JOB_RESCHEDULED")
+    assert "a L40S-48GB has 48 GB" in rescheduled["message"]
+    final = items[-1][2]
+    assert final["placement"]["device_type"] == "H100-80GB"
+    assert final["attempt"] == 2 and final["progress"]["step"] == 30
+    assert final["price"]["charged"] > 0
