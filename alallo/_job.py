@@ -125,6 +125,12 @@ class Job(BaseModel):
     first_step_at: float | None = None
     """When the current run reported its first step; the pace counts from here."""
     first_step: int = 0
+    last_step_at: float | None = None
+    """When the current run last reported a step."""
+    step_s_mean: float | None = None
+    """Moving average of recent step times, seconds (the pace's spread comes from it)."""
+    step_s_var: float = 0.0
+    """Moving variance of recent step times, seconds squared."""
     finished_at: int | None = None
     attempt: int = 0
     """How many runs the job has started; the log is kept per attempt."""

@@ -283,6 +283,7 @@ def _started(draft: _Draft, event: Started) -> None:
     updates: dict[str, object] = {
         "status": JobStatus.RUNNING, "message": None, "attempt": job.attempt + 1,
         "run_started_at": now, "first_step_at": None, "first_step": event.resume_step or 0,
+        "last_step_at": None,
         "log_lines": 0, "last_log_line": None, "trainer_error": None,
         "restart_cause": None, "fine_tuned_model": None, "queue_position": None,
         "started_at": job.started_at or int(now),
@@ -361,7 +362,25 @@ def _progress(draft: _Draft, message: TrainerProgress) -> bool:
         draft.event(EventType.EPOCH_COMPLETE, f"Epoch {int(after)} completed", step=progress.step)
     if job.first_step_at is None:
         draft.set(first_step_at=draft.now, first_step=message.step)
+    elif job.last_step_at is not None and message.step > job.progress.step:
+        draft.set(**_step_time_stats(job, (draft.now - job.last_step_at)
+                                     / (message.step - job.progress.step)))
+    draft.set(last_step_at=draft.now)
     return True
+
+
+_EWMA = 0.1
+"""Weight of the newest step in the moving step-time statistics (about the last 20 steps)."""
+
+
+def _step_time_stats(job: Job, step_s: float) -> dict[str, object]:
+    """Exponentially weighted mean and variance of step times (West 1979)."""
+    if job.step_s_mean is None:
+        return {"step_s_mean": step_s, "step_s_var": 0.0}
+    delta = step_s - job.step_s_mean
+    mean = job.step_s_mean + _EWMA * delta
+    var = (1 - _EWMA) * (job.step_s_var + _EWMA * delta * delta)
+    return {"step_s_mean": mean, "step_s_var": var}
 
 
 def _auto_cancel(draft: _Draft, reason: Literal["balance", "billing_limit", "wandb"],

@@ -7,6 +7,7 @@ pace, and the range becomes narrower."
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ._estimate import ESTIMATE_HIGH, ESTIMATE_LOW
@@ -20,12 +21,21 @@ __all__ = ["PACE_AFTER_FRACTION", "time_left"]
 
 PACE_AFTER_FRACTION = 0.05
 """Share of steps after which the measured pace replaces the estimate."""
-_PACE_LOW, _PACE_HIGH = 0.9, 1.15
-"""The pace-based range: narrower, and still a little wider on the upper side."""
+_PACE_LOW, _PACE_HIGH = 0.05, 0.08
+"""The least spread of a pace-based range, below and above (steps are rarely steadier)."""
 
 
 def time_left(job: Job, *, now: float) -> TimeRange | None:
     """The job's time left as a range, or None for a job that has ended.
+
+    - Queued: the estimate made at submission (it counts the queue wait),
+      less the time already waited, never below the training time itself.
+    - Running, before 5% of the steps: the plan's time for the steps left.
+    - Running, after: the measured pace. The range comes from the spread of
+      recent step times: for ``R`` steps left at mean ``m`` and coefficient
+      of variation ``cv``, ``R·m·(1 − max(5%, 2·cv/√R))`` to
+      ``R·m·(1 + max(8%, 2.5·cv/√R))`` (a sum of ``R`` step times spreads
+      as ``√R``; wider on the upper side, where delays are).
 
     Args:
         job: the job.
@@ -36,6 +46,13 @@ def time_left(job: Job, *, now: float) -> TimeRange | None:
     progress = job.progress
     remaining_steps = max(0, progress.max_steps - progress.step)
     done_since_start = progress.step - job.first_step
+    planned = job.plan.startup_s + remaining_steps * job.plan.step_time_s
+    if job.status is JobStatus.QUEUED:
+        waited = max(0.0, now - job.created_at)
+        return TimeRange(
+            low_s=max(planned * ESTIMATE_LOW, job.estimate.low_s - waited),
+            high_s=max(planned * ESTIMATE_HIGH, job.estimate.high_s - waited),
+            basis="estimate", minutes_below=TIME_LEFT_MINUTES_BELOW_S)
     if (
         job.status is JobStatus.RUNNING
         and job.first_step_at is not None
@@ -44,13 +61,16 @@ def time_left(job: Job, *, now: float) -> TimeRange | None:
     ):
         pace = max(0.0, now - job.first_step_at) / done_since_start
         left = remaining_steps * pace
+        cv = 0.0
+        if job.step_s_mean:
+            cv = math.sqrt(job.step_s_var) / job.step_s_mean
+        spread = cv / math.sqrt(max(remaining_steps, 1))
         return TimeRange(
-            low_s=left * _PACE_LOW,
-            high_s=left * _PACE_HIGH,
+            low_s=left * (1 - max(_PACE_LOW, 2.0 * spread)),
+            high_s=left * (1 + max(_PACE_HIGH, 2.5 * spread)),
             basis="pace",
             minutes_below=TIME_LEFT_MINUTES_BELOW_S,
         )
-    planned = job.plan.startup_s + remaining_steps * job.plan.step_time_s
     elapsed = now - job.run_started_at if job.run_started_at is not None else 0.0
     base = max(planned - elapsed, remaining_steps * job.plan.step_time_s, 1.0)
     return TimeRange(

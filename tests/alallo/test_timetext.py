@@ -35,8 +35,37 @@ def test_time_left_starts_from_the_estimate_and_narrows_on_pace() -> None:
     job = apply(job, TrainerReported(TrainerProgress(step=11, max_steps=100), now=T0 + 11)).job
     paced = time_left(job, now=T0 + 11)
     assert paced is not None and paced.basis == "pace"
-    assert paced.low_s == pytest.approx(80.1) and paced.high_s == pytest.approx(102.35)
+    # Steady steps: the least spread, 5% below and 8% above.
+    assert paced.low_s == pytest.approx(89 * 0.95) and paced.high_s == pytest.approx(89 * 1.08)
     assert paced.high_s / paced.low_s < before.high_s / before.low_s
+
+
+def test_the_pace_range_follows_the_spread_of_step_times_and_narrows() -> None:
+    job = apply(new_job(1000), Started(now=T0)).job
+    now = T0
+    def step_s(step: int) -> float:  # every 10th step stalls: mean 1.09 s, cv ~2.7
+        return 10.0 if step % 10 == 5 else 0.1
+
+    for step in range(1, 101):
+        now += step_s(step)
+        job = apply(job, TrainerReported(TrainerProgress(step=step, max_steps=1000), now=now)).job
+    early = time_left(job, now=now)
+    for step in range(101, 901):
+        now += step_s(step)
+        job = apply(job, TrainerReported(TrainerProgress(step=step, max_steps=1000), now=now)).job
+    late = time_left(job, now=now)
+    assert early is not None and late is not None and early.basis == late.basis == "pace"
+    assert early.high_s - early.low_s > late.high_s - late.low_s
+    left = 900 * 1.09  # steps left times the mean step time, as the pace says
+    assert early.low_s < left * 0.9 and early.high_s > left * 1.15, "wider than the floor"
+
+
+def test_a_queued_job_counts_its_wait() -> None:
+    job = new_job(30)
+    job = job.model_copy(update={"estimate": job.estimate.model_copy(
+        update={"low_s": 600.0, "high_s": 900.0})})
+    left = time_left(job, now=job.created_at + 100)
+    assert left is not None and (left.low_s, left.high_s) == (500.0, 800.0)
 
 
 def test_no_time_left_once_final() -> None:
