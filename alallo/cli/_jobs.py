@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import sys
 from typing import Annotated, Any, Literal
 
 import typer
@@ -11,6 +12,7 @@ from rich.text import Text
 
 from alallo._status import JobStatus
 from alallo.cli._common import (
+    fail,
     ApiKeyOption,
     JsonOption,
     UrlOption,
@@ -84,13 +86,23 @@ def create(
         Literal["trl", "simulated"] | None, typer.Option(help="Real training or the simulator.")
     ] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Follow the job until it ends.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Create without asking.")] = False,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a fine-tuning job; it starts queued, with the message Starting."""
+    """Create a fine-tuning job; it starts queued, with the message Starting.
+
+    The estimate of time and price comes first, and on a terminal you are
+    asked to confirm it (``--yes`` skips the question; scripts are not asked).
+    """
     hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
     with open_client(url, api_key) as client:
+        if not as_json:
+            quote = client.estimate(
+                model=model, training_file=training_file, adapter=adapter, precision=precision,
+                goal=goal, hyperparameters=hyperparameters, trainer=trainer)
+            _confirm(quote, ask=not yes and sys.stdin.isatty())
         job = client.create_job(
             model=model,
             training_file=training_file,
@@ -382,6 +394,20 @@ def _price_detail(job: dict[str, Any]) -> str:
     if price.get("refunded"):
         text += f", refunded {money(price['refunded'], currency)}"
     return text
+
+
+def _confirm(quote: dict[str, Any], *, ask: bool) -> None:
+    """Show an estimate; stop if the job cannot run, or if the user says no."""
+    out = console()
+    if not quote.get("available", True):
+        fail(str(quote.get("reason") or "Not available right now."))
+    out.print(f"Estimate: {_estimate_text(quote)}", markup=False)
+    if quote.get("note"):
+        out.print(quote["note"], markup=False)
+    if quote.get("allowed_to_proceed") is False:
+        out.print("Your balance and billing limit do not cover the upper price.", style="yellow")
+    if ask and not typer.confirm("Create the job?", default=True):
+        raise typer.Exit(1)
 
 
 def _estimate_text(estimate: dict[str, Any]) -> str:

@@ -358,9 +358,17 @@ def test_jobs_get_shows_the_end_of_the_log(server: FakeServer, make_job: JobFact
     assert lines[-20:] == [line["text"] for line in log[-20:]]
 
 
+ESTIMATE = {"available": True, "reason": None,
+            "time": {"low_s": 2400, "high_s": 4680, "text": "40 min to 1.3 h", "basis": "estimate"},
+            "price": {"low": 1.0, "high": 2.0, "currency": "USD"}, "capacity_free": True,
+            "note": None, "plan": {"devices": 1, "device_type": "cpu", "memory_gb": 0.2},
+            "allowed_to_proceed": True}
+
+
 def test_jobs_create_sends_the_options_given_and_prints_id_status_message(
     server: FakeServer, make_job: JobFactory
 ) -> None:
+    server.on("POST", "/v1/fine_tuning/estimates", ESTIMATE)
     server.on("POST", "/v1/fine_tuning/jobs", make_job(status="queued", message="Starting"))
     result = run(
         "jobs",
@@ -378,7 +386,9 @@ def test_jobs_create_sends_the_options_given_and_prints_id_status_message(
         "--trainer",
         "simulated",
     )
-    assert (result.exit_code, result.stdout) == (0, "ft-1  queued · Starting\n")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].startswith("Estimate: 40 min to 1.3 h, $1")
+    assert result.stdout.splitlines()[-1] == "ft-1  queued · Starting"
     assert json.loads(server.requests[-1].content) == {
         "model": "alallo/tiny-gpt2",
         "training_file": "file-1",
@@ -390,9 +400,21 @@ def test_jobs_create_sends_the_options_given_and_prints_id_status_message(
     assert bad.exit_code == 2
 
 
+def test_jobs_create_refuses_a_job_that_cannot_run(server: FakeServer) -> None:
+    server.on("POST", "/v1/fine_tuning/estimates", {
+        **ESTIMATE, "available": False, "time": None, "price": None, "plan": None,
+        "reason": "Not available right now. Choose a lower precision."})
+    result = run("jobs", "create", "--model", "meta-llama/Llama-3.1-70B",
+                 "--training-file", "file-1")
+    assert result.exit_code == 1
+    assert "Not available right now. Choose a lower precision." in result.stderr
+    assert not any(r.url.path == "/v1/fine_tuning/jobs" for r in server.requests)
+
+
 def test_jobs_create_watch_follows_to_the_end(
     server: FakeServer, make_job: JobFactory, sse_body: SseBody
 ) -> None:
+    server.on("POST", "/v1/fine_tuning/estimates", ESTIMATE)
     server.on("POST", "/v1/fine_tuning/jobs", make_job(status="queued", message="Starting"))
     body = sse_body(
         ("job", 1, make_job(status="queued", message="Starting")),
@@ -417,7 +439,7 @@ def test_jobs_create_watch_follows_to_the_end(
     )
     result = run("jobs", "create", "--model", "m", "--training-file", "f", "--watch")
     assert result.exit_code == 0
-    assert result.stdout.splitlines() == [
+    assert result.stdout.splitlines()[1:] == [
         "ft-1  queued · Starting",
         "queued · Starting",
         "JOB_START: Job started",
