@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ._billing import LedgerEntry
     from ._runtime import Runtime
 
-__all__ = ["CancelJob", "JobActor", "JobMessage"]
+__all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
 
 log = structlog.get_logger("alallo.job")
 
@@ -43,6 +43,14 @@ log = structlog.get_logger("alallo.job")
 @dataclass(frozen=True)
 class CancelJob:
     """Stop the job for the user; the reply is the job after the request."""
+
+
+@dataclass(frozen=True)
+class RescheduleJob:
+    """Move the job to other capacity (its node drains or was lost); it continues
+    from its latest checkpoint."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,7 @@ class _LimitReached:
     limit: Literal["budget", "time_limit"]
 
 
-JobMessage = (CancelJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
+JobMessage = (CancelJob | RescheduleJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
               | _TrainerLine | _TrainerEnded | _LimitReached)
 
 
@@ -96,7 +104,7 @@ class JobActor(Actor[JobMessage]):
     latest checkpoint (event JOB_RESTARTED); a cancelling job ends cancelled.
     """
 
-    control_messages: ClassVar[tuple[type, ...]] = (CancelJob,)
+    control_messages: ClassVar[tuple[type, ...]] = (CancelJob, RescheduleJob)
 
     def __init__(self, runtime: Runtime, job_id: str) -> None:
         super().__init__()
@@ -140,6 +148,8 @@ class JobActor(Actor[JobMessage]):
             case CancelJob():
                 await self._apply(lifecycle.CancelRequested(now=now))
                 return self.job
+            case RescheduleJob(reason=reason):
+                await self._apply(lifecycle.Rescheduled(now=now, reason=reason))
             case _Waiting(position=position):
                 await self._apply(lifecycle.WaitingForCapacity(now=now, position=position))
             case _NotAvailable(lower_precision_fits=lower):

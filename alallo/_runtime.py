@@ -16,6 +16,7 @@ files and jobs: another account's answer :class:`NotFound`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import time
@@ -38,11 +39,11 @@ from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
 from ._estimate import estimate_price, estimate_time
 from ._plans import PlanOptions, plan_options, tokens_per_example
-from ._scheduler import QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
+from ._scheduler import Drain, QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
 from ._status import Message
 from ._files import check_jsonl
 from ._job import Event, Job, LogLine, Plan, Progress
-from ._job_actor import CancelJob, JobActor
+from ._job_actor import CancelJob, JobActor, RescheduleJob
 from ._operator import notify_platform_failure
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._spec import JobSpec
@@ -331,6 +332,24 @@ class Runtime:
             return 0.0
         wait: float = await self.scheduler.ask(WaitEstimate(plan), timeout=10)
         return wait
+
+    async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
+        """Stop placing jobs on a node and move the jobs running there (``on=False``
+        opens it again). Returns the ids of the jobs moved.
+
+        Raises:
+            NotFound: no such node (``param="node"``).
+        """
+        if self.scheduler is None or name not in self.pool.nodes:
+            raise NotFound(f"no node {name!r}", param="node")
+        moved: list[str] = await self.scheduler.ask(Drain(name, on=on), timeout=10)
+        if on and self._supervisor is not None:
+            for job_id in moved:
+                ref = self._supervisor.lookup(job_id)
+                if ref is not None:
+                    with contextlib.suppress(ActorStopped):
+                        await ref.tell(RescheduleJob(f"node {name} is draining"))
+        return moved if on else []
 
     async def capacity(self) -> dict[str, Any]:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""

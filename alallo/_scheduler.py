@@ -28,7 +28,7 @@ from actors import Actor
 from ._capacity import Placement, Pool
 from ._job import Plan
 
-__all__ = ["Acquire", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
+__all__ = ["Acquire", "Drain", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
            "WaitEstimate"]
 
 
@@ -83,11 +83,24 @@ class _Running:
 
 
 @dataclass(frozen=True)
+class Drain:
+    """Ask: stop placing jobs on a node (or start again, ``on=False``); the reply is
+    the ids of the jobs running there, which the caller moves elsewhere.
+
+    Raises (to the asker):
+        KeyError: no such node.
+    """
+
+    node: str
+    on: bool = True
+
+
+@dataclass(frozen=True)
 class QueueSnapshot:
     """Ask: the ids of the jobs waiting, in queue order."""
 
 
-SchedulerMessage = Acquire | Release | WaitEstimate | QueueSnapshot
+SchedulerMessage = Acquire | Release | WaitEstimate | QueueSnapshot | Drain
 
 
 class Scheduler(Actor[SchedulerMessage]):
@@ -114,6 +127,11 @@ class Scheduler(Actor[SchedulerMessage]):
                 return self._wait_for(plan, queue_ahead=len(self._queue))
             case QueueSnapshot():
                 return [w.request.job_id for w in self._queue]
+            case Drain(node=name, on=on):
+                node = self.pool.nodes[name]
+                node.draining = on
+                self._schedule()
+                return sorted(node.busy)
         return None
 
     def _schedule(self) -> None:

@@ -223,6 +223,11 @@ class Client:
         """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""
         return self._request("GET", "/v1/capacity")
 
+    def drain_node(self, node: str, *, on: bool = True) -> _JsonObject:
+        """Drain a node (operator): its jobs move, no new ones land there; ``on=False`` undoes it."""
+        action = "drain" if on else "undrain"
+        return self._request("POST", f"/v1/capacity/nodes/{node}/{action}")
+
     def estimate(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
         """Estimate time and price of a job without creating it.
 

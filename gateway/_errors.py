@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 
 from alallo import AlalloError, Conflict, InvalidRequest, NotFound, Unauthorized
 
-__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "error_response"]
+__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "error_response"]
 
 
 class BadJSON(InvalidRequest):
@@ -24,7 +24,14 @@ class BadJSON(InvalidRequest):
     code = "invalid_json"
 
 
+class Forbidden(AlalloError):
+    """The key is valid but its account may not do this."""
+
+    code = "forbidden"
+
+
 _STATUS: tuple[tuple[type[AlalloError], int], ...] = (
+    (Forbidden, 403),
     (BadJSON, 400),
     (Unauthorized, 401),
     (NotFound, 404),

@@ -7,14 +7,19 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from alallo import LOCAL_ACCOUNT
+
 from ._auth import account_of, runtime_of
+from ._errors import Forbidden
 from ._body import json_object, query_int
 
 __all__ = [
-    "cancel_job", "capacity", "create_estimate", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
+    "cancel_job", "capacity", "create_estimate", "drain_node", "undrain_node", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
 ]
 
 MAX_PAGE = 1000
+OTHERS = "others"
+"""The key of ``GET /v1/capacity``'s ``busy`` that sums other accounts' devices."""
 
 
 async def create_job(request: Request) -> JSONResponse:
@@ -86,9 +91,41 @@ async def job_log(request: Request) -> JSONResponse:
 
 
 async def capacity(request: Request) -> JSONResponse:
-    """``GET /v1/capacity`` → nodes, devices, free and busy, and the queue."""
-    await account_of(request)
-    return JSONResponse(await runtime_of(request).capacity())
+    """``GET /v1/capacity`` → nodes, devices, free and busy, and the queue.
+
+    Other accounts' job ids are not shown: their devices count under
+    ``busy["others"]`` and their place in line only in ``queue_length``.
+    """
+    account = await account_of(request)
+    runtime = runtime_of(request)
+    answer = await runtime.capacity()
+    ids = [*answer["queue"], *(j for node in answer["nodes"] for j in node["busy"])]
+    own = await runtime.store.jobs_of_account(account, ids)
+    answer["queue"] = [job_id for job_id in answer["queue"] if job_id in own]
+    for node in answer["nodes"]:
+        busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
+        others = sum(n for job_id, n in node["busy"].items() if job_id not in own)
+        node["busy"] = busy | ({OTHERS: others} if others else {})
+    return JSONResponse(answer)
+
+
+async def drain_node(request: Request) -> JSONResponse:
+    """``POST /v1/capacity/nodes/{node}/drain`` (operator): move its jobs, place no more."""
+    return await _set_drain(request, on=True)
+
+
+async def undrain_node(request: Request) -> JSONResponse:
+    """``POST /v1/capacity/nodes/{node}/undrain`` (operator): place jobs there again."""
+    return await _set_drain(request, on=False)
+
+
+async def _set_drain(request: Request, *, on: bool) -> JSONResponse:
+    account = await account_of(request)
+    if account != LOCAL_ACCOUNT:
+        raise Forbidden("only the operator's account may drain nodes")
+    runtime = runtime_of(request)
+    moved = await runtime.drain_node(request.path_params["node"], on=on)
+    return JSONResponse({"node": request.path_params["node"], "draining": on, "moved": moved})
 
 
 async def list_models(request: Request) -> JSONResponse:

@@ -248,7 +248,7 @@ class CapacityNode(BaseModel):
     devices: int
     free: int
     busy: dict[str, int]
-    """Devices held, by job id."""
+    """Devices held, by job id of the account; other accounts' jobs together as ``others``."""
     simulated: bool
     draining: bool
     memory_gb: float
@@ -261,7 +261,16 @@ class Capacity(BaseModel):
     nodes: list[CapacityNode]
     queue_length: int
     queue: list[str]
-    """Job ids waiting for capacity, next first."""
+    """The account's job ids waiting for capacity, next first (other accounts'
+    waiting jobs count in ``queue_length`` only)."""
+
+
+class NodeDrain(BaseModel):
+    """A node drained (or opened again), and the jobs moved off it."""
+
+    node: str
+    draining: bool
+    moved: list[str]
 
 
 class Estimate(BaseModel):

@@ -109,3 +109,45 @@ async def test_a_job_that_needs_more_memory_is_rescheduled_and_continues(
     assert final["placement"]["device_type"] == "H100-80GB"
     assert final["attempt"] == 2 and final["progress"]["step"] == 30
     assert final["price"]["charged"] > 0
+
+
+async def test_draining_a_node_moves_its_jobs_from_their_checkpoints(
+        server_factory: Factory) -> None:
+    import subprocess
+    import sys
+
+    fleet = json.dumps([
+        {"name": "a", "device": "A100-80GB", "count": 1, "simulated": True},
+        {"name": "b", "device": "A100-80GB", "count": 1, "simulated": True}])
+    server = server_factory(ALALLO_NODES=fleet)
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=30) as c:
+        file = (await upload(c, EXAMPLES / "sample.jsonl")).json()
+        job = (await c.post("/v1/fine_tuning/jobs", json={
+            "model": "meta-llama/Llama-3.1-8B", "training_file": file["id"],
+            "hyperparameters": {"max_steps": 60},
+            "trainer": {"type": "simulated", "step_delay_s": 0.05}})).json()
+        with trio.fail_after(30):
+            while True:
+                now = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}")).json()
+                if (now["checkpoint"] or {}).get("step", 0) >= 10:
+                    break
+                await trio.sleep(0.05)
+        first_node = now["placement"]["node"]
+        env = {"ALALLO_URL": server.url, "ALALLO_API_KEY": server.api_key, "PATH": "/usr/bin"}
+        drained = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "alallo", "nodes", "drain", first_node],
+            capture_output=True, text=True, timeout=60, env=env))
+        assert drained.returncode == 0, drained.stderr
+        assert f"Node {first_node} is draining; 1 job(s) moved: {job['id']}" in drained.stdout
+        items = await read_stream(c, job["id"])
+        events = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                              params={"limit": 1000})).json()["data"]
+        capacity = (await c.get("/v1/capacity")).json()
+        missing = await c.post("/v1/capacity/nodes/nope/drain")
+    final = items[-1][2]
+    assert final["status"] == "succeeded" and final["placement"]["node"] != first_node
+    restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
+    assert len(restarted) == 1 and "from the checkpoint at step" in restarted[0]
+    assert f"node {first_node} is draining" in restarted[0]
+    assert next(n for n in capacity["nodes"] if n["name"] == first_node)["draining"] is True
+    assert missing.status_code == 404
