@@ -7,14 +7,24 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["KEY_PREFIX", "hash_key", "new_key", "read_key_file", "write_key_file"]
+__all__ = ["KEY_ID_LENGTH", "KEY_PREFIX", "hash_key", "key_id", "new_key", "read_key_file",
+           "write_key_file"]
 
 KEY_PREFIX = "sk-alallo-"
+KEY_ID_LENGTH = len(KEY_PREFIX) + 8
+"""Characters of a key kept in the store to name it (``sk-alallo-AbC12x_9``): 48 random
+bits tell millions of keys apart (a clash is refused as ambiguous, never guessed), and
+24 of the 32 random characters (144 bits) stay secret."""
 
 
 def new_key() -> str:
     """A fresh API key: the prefix and 32 random URL-safe characters."""
     return KEY_PREFIX + secrets.token_urlsafe(24)
+
+
+def key_id(key: str) -> str:
+    """The start of a key that names it in lists and ``alallo keys revoke``."""
+    return key[:KEY_ID_LENGTH]
 
 
 def hash_key(key: str) -> str:

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 import trio
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._errors import AlalloError
+from ._errors import AlalloError, NotFound
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
 
@@ -47,6 +47,10 @@ api_keys = sa.Table(
     sa.Column("key_hash", sa.String(64), primary_key=True),
     sa.Column("account_id", sa.String(64), sa.ForeignKey("accounts.id"), nullable=False),
     sa.Column("created_at", sa.Integer, nullable=False),
+    # The key's first characters (``alallo._keys.key_id``), to name it in lists and
+    # revoke it without the whole key; None for keys registered before they were kept.
+    sa.Column("prefix", sa.String(32), nullable=True, index=True),
+    sa.Column("revoked_at", sa.Integer, nullable=True),
 )
 files = sa.Table(
     "files", metadata,
@@ -202,9 +206,65 @@ class Store:
         """The account a key belongs to, or None."""
         def run(c: sa.Connection) -> str | None:
             row = c.execute(sa.select(api_keys.c.account_id)
-                            .where(api_keys.c.key_hash == key_hash)).first()
+                            .where(api_keys.c.key_hash == key_hash,
+                                   api_keys.c.revoked_at.is_(None))).first()
             return row[0] if row else None
         return await self._read(run)
+
+    async def get_account(self, account_id: str) -> dict[str, Any] | None:
+        """An account's row (``id, name, balance, billing_limit, created_at``), or None."""
+        def run(c: sa.Connection) -> dict[str, Any] | None:
+            row = c.execute(sa.select(accounts).where(accounts.c.id == account_id)).first()
+            return dict(row._mapping) if row else None
+        return await self._read(run)
+
+    async def list_accounts(self) -> list[dict[str, Any]]:
+        """Every account's row, oldest first."""
+        def run(c: sa.Connection) -> list[dict[str, Any]]:
+            rows = c.execute(sa.select(accounts).order_by(accounts.c.created_at, accounts.c.id))
+            return [dict(r._mapping) for r in rows]
+        return await self._read(run)
+
+    async def create_api_key(self, key_hash: str, account_id: str, prefix: str,
+                             now: int) -> None:
+        """Register a new key of an existing account, by its hash and its prefix.
+
+        Raises:
+            NotFound: no account ``account_id``.
+        """
+        def run(c: sa.Connection) -> None:
+            if not c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
+                raise NotFound(f"no account {account_id!r}", param="account")
+            c.execute(api_keys.insert().values(key_hash=key_hash, account_id=account_id,
+                                               prefix=prefix, created_at=now))
+        await self._write(run)
+
+    async def find_api_keys(self, *, key_hash: str | None = None, prefix: str | None = None,
+                            account_id: str | None = None) -> list[dict[str, Any]]:
+        """Keys (``key_hash, account_id, prefix, created_at, revoked_at``), oldest first.
+
+        ``key_hash`` matches one key exactly; ``prefix`` every key whose stored
+        prefix starts with it; ``account_id`` an account's keys; none: every key.
+        """
+        def run(c: sa.Connection) -> list[dict[str, Any]]:
+            query = sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_hash)
+            if key_hash is not None:
+                query = query.where(api_keys.c.key_hash == key_hash)
+            if prefix is not None:
+                query = query.where(api_keys.c.prefix.startswith(prefix, autoescape=True))
+            if account_id is not None:
+                query = query.where(api_keys.c.account_id == account_id)
+            return [dict(r._mapping) for r in c.execute(query)]
+        return await self._read(run)
+
+    async def revoke_api_key(self, key_hash: str, now: int) -> bool:
+        """Revoke a key for good (it stays listed); False if it was revoked already."""
+        def run(c: sa.Connection) -> bool:
+            done = c.execute(api_keys.update().where(api_keys.c.key_hash == key_hash,
+                                                     api_keys.c.revoked_at.is_(None))
+                             .values(revoked_at=now))
+            return bool(done.rowcount)
+        return await self._write(run)
 
     # -- files ---------------------------------------------------------------
 
@@ -300,6 +360,18 @@ class Store:
                              .limit(limit + 1)).all()
             found = [Job.model_validate_json(r[0]) for r in rows[:limit]]
             return found, len(rows) > limit
+        return await self._read(run)
+
+    async def jobs_of_account(self, account_id: str, job_ids: Sequence[str]) -> set[str]:
+        """Which of ``job_ids`` belong to the account."""
+        def run(c: sa.Connection) -> set[str]:
+            wanted = list(dict.fromkeys(job_ids))
+            found: set[str] = set()
+            for start in range(0, len(wanted), 500):  # bound the IN list
+                found |= set(c.execute(sa.select(jobs.c.id).where(
+                    jobs.c.account_id == account_id,
+                    jobs.c.id.in_(wanted[start:start + 500]))).scalars())
+            return found
         return await self._read(run)
 
     async def live_jobs(self) -> list[Job]:
