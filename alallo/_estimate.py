@@ -11,12 +11,14 @@ from __future__ import annotations
 from ._job import Plan
 from ._timetext import TimeRange
 
-__all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "WAIT_HIGH", "estimate_price", "estimate_time"]
+__all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "WAIT_HIGH", "WAIT_LOW", "estimate_price", "estimate_time"]
 
-ESTIMATE_LOW = 0.8
-"""Low end of an estimate as a share of the expected time."""
+ESTIMATE_LOW = 0.7
+"""Low end of an estimate as a share of the expected time (calibrated: bench_estimates.py)."""
 ESTIMATE_HIGH = 1.5
 """High end of an estimate as a share of the expected time (wider: queue wait)."""
+WAIT_LOW = 0.5
+"""The lower end counts the expected queue wait this many times (jobs ahead end early)."""
 WAIT_HIGH = 1.5
 """The upper end counts the expected queue wait this many times."""
 
@@ -28,7 +30,7 @@ def estimate_time(plan: Plan, *, wait_s: float = 0.0) -> TimeRange:
     expected time; the queue wait adds to both ends, more to the upper one.
     """
     expected = plan.training_s
-    return TimeRange(low_s=expected * ESTIMATE_LOW + wait_s,
+    return TimeRange(low_s=expected * ESTIMATE_LOW + wait_s * WAIT_LOW,
                      high_s=expected * ESTIMATE_HIGH + wait_s * WAIT_HIGH)
 
 

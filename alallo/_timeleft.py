@@ -32,10 +32,11 @@ def time_left(job: Job, *, now: float) -> TimeRange | None:
       less the time already waited, never below the training time itself.
     - Running, before 5% of the steps: the plan's time for the steps left.
     - Running, after: the measured pace. The range comes from the spread of
-      recent step times: for ``R`` steps left at mean ``m`` and coefficient
-      of variation ``cv``, ``R·m·(1 − max(5%, 2·cv/√R))`` to
-      ``R·m·(1 + max(8%, 2.5·cv/√R))`` (a sum of ``R`` step times spreads
-      as ``√R``; wider on the upper side, where delays are).
+      recent step times: for ``R`` steps left, ``D`` done, pace ``m`` and
+      coefficient of variation ``cv``, with ``e = cv·√(1/D + 1/R)`` (the
+      pace's own error plus the spread of the steps left),
+      ``R·m·(1 − max(5%, 2.5·e))`` to ``R·m·(1 + max(8%, 3·e))`` (wider on
+      the upper side, where delays are; calibrated by ``bench/bench_estimates.py``).
 
     Args:
         job: the job.
@@ -64,10 +65,12 @@ def time_left(job: Job, *, now: float) -> TimeRange | None:
         cv = 0.0
         if job.step_s_mean:
             cv = math.sqrt(job.step_s_var) / job.step_s_mean
-        spread = cv / math.sqrt(max(remaining_steps, 1))
+        # Two errors add up: the pace is a mean of the steps done so far
+        # (error ~ cv/√done), and the steps left vary around it (~ cv/√left).
+        spread = cv * math.sqrt(1 / done_since_start + 1 / max(remaining_steps, 1))
         return TimeRange(
-            low_s=left * (1 - max(_PACE_LOW, 2.0 * spread)),
-            high_s=left * (1 + max(_PACE_HIGH, 2.5 * spread)),
+            low_s=left * (1 - min(0.9, max(_PACE_LOW, 2.5 * spread))),
+            high_s=left * (1 + max(_PACE_HIGH, 3.0 * spread)),
             basis="pace",
             minutes_below=TIME_LEFT_MINUTES_BELOW_S,
         )
