@@ -366,6 +366,9 @@ class JobActor(Actor[JobMessage]):
             memory_gb=grant.plan.memory_gb if simulated and grant.placement.simulated else None,
             memory_surprise=(simulated.memory_surprise
                              if simulated and job.memory_factor == 1.0 else 1.0),
+            step_noise=simulated.step_noise if simulated else 0.0,
+            slow_step_every=simulated.slow_step_every if simulated else None,
+            slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
             wandb=wandb,
         )
 

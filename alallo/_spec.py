@@ -70,6 +70,12 @@ class SimulatedTrainer(BaseModel):
     """Crash with a platform error at this step (for failure drills)."""
     memory_surprise: float = Field(default=1.0, ge=1.0, le=100.0)
     """From step 3, report this many times the planned memory (drills re-scheduling)."""
+    step_noise: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Spread of step times: each step takes ``step_delay_s`` × a log-normal factor of
+    this sigma (mean 1)."""
+    slow_step_every: int | None = Field(default=None, ge=1)
+    """Every this many steps, one step takes ``slow_step_factor`` times longer."""
+    slow_step_factor: float = Field(default=10.0, ge=1.0, le=1000.0)
 
 
 class CommandTrainer(BaseModel):

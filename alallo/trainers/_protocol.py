@@ -96,6 +96,12 @@ class TrainerConfig(BaseModel):
     """Simulated trainer only: the planned memory per device it reports, GB."""
     memory_surprise: float = Field(default=1.0, ge=1.0)
     """Simulated trainer only: from step 3 it reports this many times the planned memory."""
+    step_noise: float = Field(default=0.0, ge=0.0)
+    """Simulated trainer only: log-normal sigma of each step's time (mean ``step_delay_s``)."""
+    slow_step_every: int | None = None
+    """Simulated trainer only: every this many steps, one slow step."""
+    slow_step_factor: float = 10.0
+    """Simulated trainer only: how much slower a slow step is."""
     wandb: WandbConfig | None = None
     """Report metrics to W&B; the trainer reports an ``Integration`` line first."""
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import shutil
 import sys
 import time
@@ -112,11 +113,12 @@ def _train(config: TrainerConfig) -> None:
     run = start_wandb(config.wandb) if config.wandb else None
     emit(Stage(stage="training_start"))
     steps_per_epoch = math.ceil(len(rows) / config.batch_size)
+    noise = random.Random(config.seed * 1_000_003 + start)
     for step in range(start + 1, config.max_steps + 1):
         if step == config.fail_at_step and config.resume_from is None:
             raise _PlatformFailure(f"simulated failure at step {step}")
         if config.step_delay_s:
-            time.sleep(config.step_delay_s)
+            time.sleep(_step_time(config, step, noise))
         last = step == config.max_steps
         loss = fake_loss(step) if last or step % config.logging_steps == 0 else None
         epoch = step / steps_per_epoch
@@ -138,6 +140,17 @@ def _train(config: TrainerConfig) -> None:
     model_file = _save_model(config)
     emit(Log(text="Training complete"))
     emit(Done(model_path=config.output_dir, hash=file_hash(model_file)))
+
+
+def _step_time(config: TrainerConfig, step: int, noise: random.Random) -> float:
+    """One step's time: the delay, log-normal noise of mean 1, and the scripted slow steps."""
+    delay = config.step_delay_s
+    if config.step_noise:
+        sigma = config.step_noise
+        delay *= noise.lognormvariate(-sigma * sigma / 2, sigma)
+    if config.slow_step_every and step % config.slow_step_every == 0:
+        delay *= config.slow_step_factor
+    return delay
 
 
 def _model_hash(config: TrainerConfig) -> str:

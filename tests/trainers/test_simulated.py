@@ -299,3 +299,26 @@ def test_tree_hash_ignores_location_and_skipped_files(tmp_path: Path) -> None:
 def test_non_utf8_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserDataError, match="not UTF-8"):
         read_rows(_write(tmp_path, b'{"text": "\xff"}\n'), "text")
+
+
+def test_noise_and_slow_steps_shape_the_step_times(tmp_path: Path) -> None:
+    """Step times follow the configured noise and slow steps (and are reproducible)."""
+    import random as _random
+
+    from alallo.trainers._protocol import TrainerConfig
+    from alallo.trainers.simulated import _step_time
+
+    config = TrainerConfig(
+        job_id="ft-1", model=str(tmp_path), model_name="m", training_file=str(tmp_path / "f"),
+        data_format="text", output_dir=str(tmp_path), checkpoint_dir=str(tmp_path),
+        max_steps=1000, step_delay_s=0.1, step_noise=0.5, slow_step_every=100,
+        slow_step_factor=20)
+    rng, rng_again = _random.Random(7), _random.Random(7)
+    times = [_step_time(config, step, rng) for step in range(1, 1001)]
+    again = [_step_time(config, step, rng_again) for step in range(1, 1001)]
+    assert times == again
+    slow = [t for step, t in enumerate(times, start=1) if step % 100 == 0]
+    fast = [t for step, t in enumerate(times, start=1) if step % 100]
+    assert len(slow) == 10 and min(slow) > 0.1
+    mean = sum(fast) / len(fast)
+    assert 0.08 < mean < 0.12 and max(fast) > 0.2 and min(fast) < 0.05
