@@ -127,3 +127,47 @@ def test_no_device_is_ever_given_twice(ops: list[tuple[str, int, int]]) -> None:
                 assert sum(held.values()) <= 2
                 assert sum(pool.nodes["a"].busy.values()) <= 2
     trio.run(main)
+
+
+def start_times(jobs: list[tuple[int, float]]) -> dict[str, float]:
+    """Run jobs (devices, training seconds), all submitted at t=0 in order, on one node of
+    two devices, each holding its devices for exactly its planned time; their start times."""
+    import trio.testing
+
+    started: dict[str, float] = {}
+
+    async def main() -> None:
+        pool = Pool([NodeSpec(name="a", device="A100-80GB", count=2)])
+        async with open_supervisor(name="prop") as sup:
+            ref = await sup.start_child(partial(Scheduler, pool, clock=trio.current_time))
+
+            async def job(name: str, devices: int, seconds: float) -> None:
+                w = Waiter(name, plan(devices, training_s=seconds))
+                await ref.tell(w.request)
+                await w.receive.receive()
+                started[name] = trio.current_time()
+                await trio.sleep(seconds)
+                await ref.tell(Release(name))
+
+            async with trio.open_nursery() as nursery:
+                for i, (devices, seconds) in enumerate(jobs):
+                    nursery.start_soon(job, f"j{i}", devices, seconds)
+                    await trio.sleep(0)
+                    await ref.ask(QueueSnapshot())
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return started
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2), st.sampled_from([10.0, 30.0, 50.0, 100.0])),
+                min_size=2, max_size=7))
+def test_backfill_never_delays_the_head_of_the_queue(jobs: list[tuple[int, float]]) -> None:
+    alone = start_times(jobs)
+    # The first job that had to wait was the head of the queue at some point.
+    waited = [i for i in range(len(jobs)) if alone[f"j{i}"] > 0]
+    if not waited:
+        return
+    head = waited[0]
+    without_later = start_times(jobs[: head + 1])
+    assert alone[f"j{head}"] <= without_later[f"j{head}"] + 1e-6
