@@ -15,13 +15,19 @@ from starlette.responses import JSONResponse
 
 from alallo import AlalloError, Conflict, InvalidRequest, NotFound, Unauthorized
 
-__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "error_response"]
+__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "error_response"]
 
 
 class BadJSON(InvalidRequest):
     """The request body is not the JSON object the endpoint expects."""
 
     code = "invalid_json"
+
+
+class RequestTooLarge(AlalloError):
+    """The request body (or the uploaded file) is over its size limit (``gateway._limits``)."""
+
+    code = "request_too_large"
 
 
 class Forbidden(AlalloError):
@@ -36,6 +42,7 @@ _STATUS: tuple[tuple[type[AlalloError], int], ...] = (
     (Unauthorized, 401),
     (NotFound, 404),
     (Conflict, 409),
+    (RequestTooLarge, 413),
     (InvalidRequest, 422),
 )
 

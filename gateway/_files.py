@@ -9,6 +9,7 @@ from starlette.responses import JSONResponse, Response
 from alallo import InvalidRequest
 
 from ._auth import account_of, runtime_of
+from ._errors import RequestTooLarge
 
 __all__ = ["create_file", "delete_file", "file_content", "get_file", "list_files"]
 
@@ -27,6 +28,10 @@ async def create_file(request: Request) -> JSONResponse:
             raise InvalidRequest("missing the 'file' field", param="file")
         if not isinstance(purpose, str):
             raise InvalidRequest("purpose must be text", param="purpose")
+        limit = runtime.settings.max_upload_bytes
+        if upload.size is not None and upload.size > limit:
+            raise RequestTooLarge(f"the file is {upload.size} bytes; the limit is {limit}",
+                                  param="file")
         data = await upload.read()
         row = await runtime.upload_file(account, upload.filename or "upload.jsonl", data,
                                         purpose=purpose)

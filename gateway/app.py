@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import trio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import Scope
 
 from alallo import Runtime
 
 from . import _files, _jobs
 from ._pages import dashboard
 from ._errors import EXCEPTION_HANDLERS
+from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
 from ._signin import SignIn, create_link, sign_in
@@ -62,9 +65,17 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
 
     ``app.state.stopping`` is a :class:`trio.Event`: set it to make open
     streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
+    Request bodies over their limit answer 413 (:mod:`gateway._limits`).
     ``sign_in`` holds the dashboard's one-time links (a fresh one if None).
     """
-    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS)
+    upload_limit = runtime.settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
+
+    def body_limit(scope: Scope) -> int:
+        upload = scope["method"] == "POST" and scope["path"] == "/v1/files"
+        return upload_limit if upload else MAX_JSON_BODY_BYTES
+
+    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS,
+                    middleware=[Middleware(BodyLimit, limit_for=body_limit)])
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
     app.state.metrics = Metrics()

@@ -24,6 +24,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from alallo import Runtime
 
+from ._limits import MAX_JSON_BODY_BYTES
 from ._signin import SignIn
 from .app import build_app
 
@@ -78,6 +79,7 @@ async def serve(
     config.bind = [f"fd://{listener.fileno()}"]
     config.graceful_timeout = graceful_timeout_s
     config.backlog = LISTEN_BACKLOG
+    config.websocket_max_message_size = MAX_JSON_BODY_BYTES  # subscriptions are small
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
