@@ -31,6 +31,7 @@ from typing import Any, cast
 import structlog
 import trio
 from actors import ActorRef, ActorStopped, Restart, RestartIntensity, Supervisor, open_supervisor
+from actors import SupervisorStatistics
 
 from . import _lifecycle as lifecycle
 from ._bus import EventBus, Item, Lagged
@@ -127,6 +128,10 @@ class Runtime:
             self.api_key_created = True
         self.api_key = key
         await self.store.add_api_key(hash_key(key), LOCAL_ACCOUNT, now)
+
+    def actor_statistics(self) -> SupervisorStatistics | None:
+        """Counters of the supervisor of job actors (starts, restarts, crashes); None when closed."""
+        return self._supervisor.statistics() if self._supervisor is not None else None
 
     def notify_operator(self, job_id: str, reason: str) -> None:
         """Report a platform failure to the operator, in the background (log, metric, webhook)."""

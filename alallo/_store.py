@@ -374,6 +374,13 @@ class Store:
             return found
         return await self._read(run)
 
+    async def count_jobs_by_status(self) -> dict[str, int]:
+        """How many jobs of every account are in each status (statuses with none left out)."""
+        def run(c: sa.Connection) -> dict[str, int]:
+            rows = c.execute(sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status))
+            return {str(status): int(n) for status, n in rows}
+        return await self._read(run)
+
     async def live_jobs(self) -> list[Job]:
         """Every job not yet in a final status, oldest first."""
         def run(c: sa.Connection) -> list[Job]:

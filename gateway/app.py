@@ -78,6 +78,6 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
                     middleware=[Middleware(BodyLimit, limit_for=body_limit)])
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
-    app.state.metrics = Metrics()
+    app.state.metrics = Metrics(runtime)
     app.state.sign_in = sign_in or SignIn()
     return app
