@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 import trio
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ._errors import AlalloError, NotFound
 from ._billing import LedgerEntry
@@ -108,6 +108,8 @@ job_feed = sa.Table(
 )
 
 LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
+_POSTGRES_ALIASES = ("postgresql", "postgres")
+"""Drivers meaning "PostgreSQL, default driver": alallo's driver is psycopg 3."""
 
 
 class StoreUnavailable(AlalloError):
@@ -149,19 +151,55 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        is_sqlite = url.startswith("sqlite")
-        self._engine = sa.create_engine(
-            url,
-            connect_args={"check_same_thread": False} if is_sqlite else {},
-            pool_pre_ping=not is_sqlite,
-        )
+        try:
+            parsed = sa.make_url(url)
+            if parsed.drivername in _POSTGRES_ALIASES:
+                parsed = parsed.set(drivername="postgresql+psycopg")
+            is_sqlite = parsed.get_backend_name() == "sqlite"
+            self._engine = sa.create_engine(
+                parsed,
+                connect_args={"check_same_thread": False} if is_sqlite else {},
+                # A connection PostgreSQL closed (restart, idle timeout) is
+                # replaced before use instead of failing the next write.
+                pool_pre_ping=not is_sqlite,
+            )
+        except ArgumentError as exc:
+            raise ValueError(f"not a usable database URL: {_masked(url)}: {exc}") from exc
         if is_sqlite:
             sa.event.listen(self._engine, "connect", _sqlite_pragmas)
         self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
 
-    def open(self) -> None:
-        """Create the schema if it is missing (sync: runs once at start-up)."""
-        self._sync(metadata.create_all, self._engine)
+    def open(self) -> str:
+        """Bring the schema to the newest revision (sync: runs once at start-up).
+
+        Runs the Alembic migrations of :mod:`alallo.migrations` (an empty
+        database gets the whole schema); PostgreSQL servers starting together
+        migrate once, under an advisory lock.
+
+        Returns:
+            The revision the database is at.
+
+        Raises:
+            StoreUnavailable: the database cannot be reached, or a newer
+                alallo migrated it to a revision this one does not know.
+        """
+        from alembic.util import CommandError
+
+        from .migrations import upgrade
+
+        def run() -> str:
+            with self._engine.connect() as connection:
+                if connection.dialect.name == "sqlite":
+                    # pysqlite opens no transaction before DDL: take the write lock
+                    # now, so that the migration is all or nothing and runs once.
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                revision = upgrade(connection)
+                connection.commit()
+                return revision
+        try:
+            return self._sync(run)
+        except CommandError as exc:
+            raise StoreUnavailable(f"cannot upgrade the database schema: {exc}") from exc
 
     def close(self) -> None:
         """Release every connection."""
@@ -481,6 +519,13 @@ def _touch_feed(c: sa.Connection, job: Job) -> None:
     else:
         c.execute(job_feed.update().where(job_feed.c.job_id == job.id)
                   .values(position=position, state_seq=job.state_seq))
+
+
+def _masked(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable>"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

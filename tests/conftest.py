@@ -7,7 +7,46 @@ from pathlib import Path
 
 import pytest
 
-from support import LiveServer, start_server, stop_server
+from alallo.settings import Settings
+from support import (TEST_DATABASE, LiveServer, created_databases, database_url_for,
+                     drop_databases, drop_orphan_databases, new_database_url, start_server,
+                     stop_server)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_databases() -> Iterator[None]:
+    """On PostgreSQL: no database of a dead test run is left, nor any of this one at the end."""
+    drop_orphan_databases()
+    yield
+    drop_databases()
+
+
+@pytest.fixture(autouse=True)
+def _database_per_data_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """On PostgreSQL, a runtime's default database is a fresh one per data dir (not SQLite);
+    the databases a test made are dropped after it."""
+    if TEST_DATABASE == "sqlite":
+        yield
+        return
+
+    def resolved(settings: Settings) -> str:
+        return settings.database_url or str(database_url_for(settings.data_dir))
+
+    monkeypatch.setattr(Settings, "resolved_database_url", property(resolved))
+    before = created_databases()
+    yield
+    drop_databases(created_databases() - before)
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of the test backend."""
+    if TEST_DATABASE == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    url = new_database_url()
+    yield url
+    drop_databases({url})
 
 
 @pytest.fixture(scope="session")

@@ -10,15 +10,97 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import sqlalchemy as sa
 from httpx_sse import aconnect_sse
+from sqlalchemy.pool import NullPool
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
+
+TEST_DATABASE = os.environ.get("ALALLO_TEST_DATABASE", "sqlite")
+"""The backend every server and runtime of this test run uses: ``sqlite`` or ``postgres``."""
+if TEST_DATABASE not in {"sqlite", "postgres"}:
+    raise RuntimeError(f"ALALLO_TEST_DATABASE must be sqlite or postgres, not {TEST_DATABASE!r}")
+POSTGRES_URL = os.environ.get("ALALLO_TEST_POSTGRES_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+"""Where the test databases are created (``CREATE DATABASE`` on this connection)."""
+_DB_PREFIX = "alallo_test_"
+_databases: dict[Path, str] = {}
+
+
+def _admin() -> sa.Engine:
+    return sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+
+def new_database_url() -> str:
+    """A fresh, empty PostgreSQL database (for tests that need one whatever the backend)."""
+    name = f"{_DB_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
+    engine = _admin()
+    try:
+        with engine.connect() as c:
+            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return sa.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def database_url_for(data_dir: Path) -> str | None:
+    """The database of a data dir in this test run: None for SQLite (the file in the data dir),
+    else a PostgreSQL database of its own, created on first use and kept while the dir is."""
+    if TEST_DATABASE == "sqlite":
+        return None
+    key = data_dir.resolve()
+    if key not in _databases:
+        _databases[key] = new_database_url()
+    return _databases[key]
+
+
+def created_databases() -> set[str]:
+    """The PostgreSQL databases this test run made and has not dropped, by URL."""
+    return set(_databases.values())
+
+
+def drop_databases(urls: set[str] | None = None) -> None:
+    """Drop test databases (all of this run's when ``urls`` is None), even with clients left."""
+    if TEST_DATABASE == "sqlite":
+        return
+    urls = created_databases() if urls is None else urls
+    for key, url in list(_databases.items()):
+        if url in urls:
+            del _databases[key]
+    names = {sa.make_url(url).database for url in urls}
+    if not names:
+        return
+    engine = _admin()
+    try:
+        with engine.connect() as c:
+            for name in names:
+                c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        engine.dispose()
+
+
+def drop_orphan_databases() -> None:
+    """Drop test databases left by test runs that died (their process is gone)."""
+    if TEST_DATABASE == "sqlite":
+        return
+    engine = _admin()
+    try:
+        with engine.connect() as c:
+            names = c.execute(sa.text("SELECT datname FROM pg_database WHERE datname LIKE :p"),
+                              {"p": _DB_PREFIX + "%"}).scalars().all()
+            for name in names:
+                pid = int(name[len(_DB_PREFIX):].split("_")[0])
+                if not Path(f"/proc/{pid}").exists():
+                    c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True)
@@ -41,8 +123,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def server_env(data_dir: Path, **env: str) -> dict[str, str]:
+    """The environment of a server on ``data_dir``: its test database and ``env`` on top."""
+    base = {k: v for k, v in os.environ.items() if k != "ALALLO_DATABASE_URL"}
+    url = database_url_for(data_dir)
+    if url is not None:
+        base["ALALLO_DATABASE_URL"] = url
+    return {**base, **env}
+
+
 def start_server(data_dir: Path, **env: str) -> LiveServer:
-    """Start ``alallo serve`` on a free port and wait until it answers /healthz."""
+    """Start ``alallo serve`` on a free port and wait until it answers /healthz.
+
+    On PostgreSQL (``ALALLO_TEST_DATABASE=postgres``) the data dir gets a
+    database of its own: a server started again on the same dir finds its data.
+    """
     port = _free_port()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     log = data_dir.parent / f"server-{port}.log"
@@ -50,7 +145,7 @@ def start_server(data_dir: Path, **env: str) -> LiveServer:
         process = subprocess.Popen(
             [sys.executable, "-m", "alallo", "serve", "--port", str(port),
              "--data-dir", str(data_dir)],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env},
+            stdout=out, stderr=subprocess.STDOUT, env=server_env(data_dir, **env),
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

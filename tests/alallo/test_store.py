@@ -1,0 +1,210 @@
+"""The store on the test backend (``ALALLO_TEST_DATABASE``): schema migrations, errors, races."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import trio
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from alallo import JobStatus, Runtime, Settings
+from alallo._store import Store, StoreUnavailable, metadata
+from alallo.migrations import head_revision
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+
+
+def schema_diff(url: str) -> list[object]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={
+                "compare_type": True, "compare_server_default": True})
+            return list(compare_metadata(context, metadata))
+    finally:
+        engine.dispose()
+
+
+def revision_of(url: str) -> str | None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def test_the_migrations_make_exactly_the_schema_of_the_code(database_url: str) -> None:
+    store = Store(database_url)
+    try:
+        assert store.open() == head_revision()
+    finally:
+        store.close()
+    assert schema_diff(database_url) == []
+
+
+def test_opening_again_changes_nothing(database_url: str) -> None:
+    for _ in range(2):
+        store = Store(database_url)
+        try:
+            assert store.open() == head_revision()
+        finally:
+            store.close()
+    assert revision_of(database_url) == head_revision()
+
+
+def test_a_database_made_before_migrations_is_adopted_with_its_data(database_url: str) -> None:
+    engine = sa.create_engine(database_url)
+    metadata.create_all(engine)
+    with engine.begin() as c:
+        c.execute(sa.text("INSERT INTO accounts (id, name, balance, billing_limit, created_at) "
+                          "VALUES ('acct-old', 'old', 12.5, 0, 1)"))
+    engine.dispose()
+
+    store = Store(database_url)
+    try:
+        assert store.open() == head_revision()
+        assert trio.run(store.balance, "acct-old") == (12.5, 0.0)
+    finally:
+        store.close()
+    assert schema_diff(database_url) == []
+
+
+def test_a_database_of_a_newer_alallo_is_refused_with_its_revision(database_url: str) -> None:
+    store = Store(database_url)
+    store.open()
+    store.close()
+    engine = sa.create_engine(database_url)
+    with engine.begin() as c:
+        c.execute(sa.text("UPDATE alembic_version SET version_num = 'from_the_future'"))
+    engine.dispose()
+    store = Store(database_url)
+    try:
+        with pytest.raises(StoreUnavailable, match="from_the_future"):
+            store.open()
+    finally:
+        store.close()
+
+
+def test_servers_starting_together_migrate_once(database_url: str) -> None:
+    results: list[str | BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def start() -> None:
+        store = Store(database_url)
+        try:
+            barrier.wait(timeout=30)
+            results.append(store.open())
+        except BaseException as exc:  # reported by the assertion below
+            results.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [head_revision()] * 4
+    assert schema_diff(database_url) == []
+
+
+def test_processes_upgrading_together_migrate_once(database_url: str) -> None:
+    command = [sys.executable, "-m", "alallo", "db", "upgrade", "--database-url", database_url]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(4)]
+    outcomes = [(p.wait(timeout=120), *p.communicate()) for p in processes]
+    assert [code for code, _, _ in outcomes] == [0] * 4, outcomes
+    assert schema_diff(database_url) == []
+
+
+def test_db_upgrade_command(database_url: str) -> None:
+    command = [sys.executable, "-m", "alallo", "db", "upgrade", "--database-url", database_url]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert f"is at revision {head_revision()} (the newest)." in first.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert schema_diff(database_url) == []
+
+
+def test_db_upgrade_with_the_sqlite_default_of_a_data_dir(tmp_path: Path) -> None:
+    data_dir = tmp_path / "fresh" / "data"
+    env = {k: v for k, v in os.environ.items() if k != "ALALLO_DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "alallo", "db", "upgrade", "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert revision_of(f"sqlite:///{data_dir / 'alallo.db'}") == head_revision()
+
+
+def test_db_upgrade_says_why_it_cannot_reach_the_database() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "alallo", "db", "upgrade", "--database-url",
+         "postgresql://nobody@127.0.0.1:1/alallo"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: the store failed: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unreachable_database_raises_store_unavailable() -> None:
+    store = Store("postgresql://nobody@127.0.0.1:1/alallo")
+    try:
+        with pytest.raises(StoreUnavailable):
+            store.open()
+        with pytest.raises(StoreUnavailable):
+            trio.run(store.balance, "acct")
+    finally:
+        store.close()
+
+
+def test_a_url_that_is_not_one_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="not a usable database URL"):
+        Store("not a url")
+
+
+def test_plain_postgresql_urls_use_psycopg_3() -> None:
+    for url in ("postgresql://u@h/db", "postgres://u@h/db"):
+        store = Store(url)
+        assert store._engine.url.drivername == "postgresql+psycopg"
+        store.close()
+
+
+async def test_many_jobs_of_one_account_changing_at_once_keep_the_feed_in_order(
+        tmp_path: Path) -> None:
+    # Every state change moves the job to the end of its account's feed; on
+    # PostgreSQL the store writes from several threads at once, so two jobs
+    # may take the next position together unless the account is locked.
+    settings = Settings(data_dir=tmp_path, max_concurrent_jobs=8, budget_factor=1000.0)
+    async with Runtime(settings) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        spec = {"model": "alallo/tiny-gpt2", "training_file": file.id,
+                "hyperparameters": {"max_steps": 5},
+                "trainer": {"type": "simulated", "step_delay_s": 0.0}}
+        ids: list[str] = []
+
+        async def create() -> None:
+            ids.append((await rt.create_job(account, spec)).id)
+
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                for _ in range(24):
+                    nursery.start_soon(create)
+            finals = [await rt.wait_for_final(account, job_id) for job_id in ids]
+        assert {job.status for job in finals} == {JobStatus.SUCCEEDED}
+        feed = await rt.store.job_feed_after(account, 0)
+        positions = [position for position, _ in feed]
+        assert positions == sorted(set(positions))
+        assert {job.id for _, job in feed} == set(ids)
+        assert all(job.state_seq == final.state_seq
+                   for (_, job), final in zip(sorted(feed, key=lambda p: p[1].id),
+                                              sorted(finals, key=lambda j: j.id)))
