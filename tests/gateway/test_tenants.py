@@ -1,0 +1,378 @@
+"""Tenant isolation on every route, and keys made and revoked by ``alallo accounts|keys``.
+
+Two accounts made with the operator's commands on the live server's store:
+``owner`` has a file, a finished job and a running one; ``other`` tries
+each route with the owner's ids. Every such answer must be the 404 that an
+id nobody has gets (same status, code and message but for the id), and
+nothing of the owner's may change. A revoked key answers 401 on every route.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from httpx_sse import connect_sse
+from httpx_ws import WebSocketDisconnect, WebSocketSession, connect_ws
+from starlette.routing import Route, WebSocketRoute
+from typer.testing import CliRunner, Result
+
+from alallo.cli import app
+from gateway.app import ROUTES
+from support import EXAMPLES, FINAL, LiveServer, server_env
+
+
+def operator(server: LiveServer, *args: str, check: bool = True) -> Result:
+    """``alallo ARGS --data-dir …`` on the server's store, in this process (it starts
+    in milliseconds, not the second a new interpreter takes)."""
+    env = server_env(server.data_dir, COLUMNS="200")
+    result = CliRunner().invoke(app, [*args, "--data-dir", str(server.data_dir)], env=env)
+    if check:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def new_account(server: LiveServer, name: str) -> tuple[str, str]:
+    """A new account with a balance and its first key: ``(account_id, key)``."""
+    account = json.loads(operator(server, "accounts", "create", name, "--balance", "100",
+                                  "--json").stdout)
+    key = json.loads(operator(server, "keys", "create", "--account", account["id"],
+                              "--json").stdout)
+    assert key["account_id"] == account["id"] and key["prefix"] == key["key"][:18]
+    return account["id"], key["key"]
+
+
+def simulated(file_id: str, steps: int, delay: float = 0.0) -> dict[str, Any]:
+    return {"model": "alallo/tiny-gpt2", "training_file": file_id,
+            "hyperparameters": {"max_steps": steps},
+            "trainer": {"type": "simulated", "step_delay_s": delay}}
+
+
+def wait_final(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/fine_tuning/jobs/{job_id}").json()
+        if job["status"] in FINAL:
+            return dict(job)
+        time.sleep(0.05)
+    raise AssertionError(f"{job_id} did not finish in 60 s")
+
+
+@dataclass
+class Tenants:
+    server: LiveServer
+    owner: httpx.Client
+    other: httpx.Client
+    other_key: str
+    file: str
+    done: str
+    running: str
+    other_job: str
+
+
+@pytest.fixture(scope="module")
+def tenants(live_server: LiveServer) -> Iterator[Tenants]:
+    owner_id, owner_key = new_account(live_server, "owner")
+    _, other_key = new_account(live_server, "other")
+    with (httpx.Client(base_url=live_server.url, timeout=30,
+                       headers={"Authorization": f"Bearer {owner_key}"}) as owner,
+          httpx.Client(base_url=live_server.url, timeout=30,
+                       headers={"Authorization": f"Bearer {other_key}"}) as other):
+        with (EXAMPLES / "sample.jsonl").open("rb") as f:
+            file = owner.post("/v1/files", files={"file": ("secret.jsonl", f)}).json()["id"]
+        done = owner.post("/v1/fine_tuning/jobs", json=simulated(file, 3) | {
+            "name": "owner's finished job"}).json()["id"]
+        running = owner.post("/v1/fine_tuning/jobs", json=simulated(file, 100_000, 0.05) | {
+            "name": "owner's running job"}).json()["id"]
+        with (EXAMPLES / "sample.jsonl").open("rb") as f:
+            other_file = other.post("/v1/files", files={"file": ("mine.jsonl", f)}).json()["id"]
+        other_job = other.post("/v1/fine_tuning/jobs",
+                               json=simulated(other_file, 2)).json()["id"]
+        assert wait_final(owner, done)["status"] == "succeeded"
+        assert wait_final(other, other_job)["status"] == "succeeded"
+        yield Tenants(live_server, owner, other, other_key, file, done, running, other_job)
+        owner.post(f"/v1/fine_tuning/jobs/{running}/cancel")
+        wait_final(owner, running)
+
+
+# Every route of the app, and how it keeps accounts apart. A new route fails
+# test_every_route_is_in_this_table until it is added here (and checked).
+BY_ID = "another account's id answers 404, as an unknown id does"
+OWN_ONLY = "lists, streams and pages show the caller's own things only"
+BODY_REF = "another account's id in the body answers as an unknown id does"
+PUBLIC = "no account data"
+OPERATOR = "the local (operator's) account only: others answer 403"
+ISOLATION: dict[tuple[str, str], str] = {
+    ("GET", "/"): PUBLIC,
+    ("GET", "/jobs/{job_id}"): PUBLIC,  # the same static page for every id
+    ("GET", "/signin/{token}"): PUBLIC,
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/v1/models"): PUBLIC,
+    ("POST", "/v1/dashboard/links"): OWN_ONLY,
+    ("GET", "/v1/capacity"): OWN_ONLY,
+    ("POST", "/v1/capacity/nodes/{node}/drain"): OPERATOR,
+    ("POST", "/v1/capacity/nodes/{node}/undrain"): OPERATOR,
+    ("POST", "/v1/files"): OWN_ONLY,
+    ("GET", "/v1/files"): OWN_ONLY,
+    ("GET", "/v1/files/{file_id}"): BY_ID,
+    ("DELETE", "/v1/files/{file_id}"): BY_ID,
+    ("GET", "/v1/files/{file_id}/content"): BY_ID,
+    ("POST", "/v1/fine_tuning/estimates"): BODY_REF,
+    ("POST", "/v1/fine_tuning/jobs"): BODY_REF,
+    ("GET", "/v1/fine_tuning/jobs"): OWN_ONLY,
+    ("GET", "/v1/fine_tuning/stream"): OWN_ONLY,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}"): BY_ID,
+    ("POST", "/v1/fine_tuning/jobs/{job_id}/cancel"): BY_ID,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}/events"): BY_ID,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}/log"): BY_ID,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}/stream"): BY_ID,
+    ("WEBSOCKET", "/v1/ws"): OWN_ONLY,
+}
+
+
+def test_every_route_is_in_this_table() -> None:
+    routes: set[tuple[str, str]] = set()
+    for route in ROUTES:
+        if isinstance(route, WebSocketRoute):
+            routes.add(("WEBSOCKET", route.path))
+        elif isinstance(route, Route):
+            routes |= {(m, route.path) for m in route.methods or () if m != "HEAD"}
+    assert routes == set(ISOLATION)
+
+
+BY_ID_ROUTES = sorted(k for k, v in ISOLATION.items() if v == BY_ID and k[0] != "WEBSOCKET")
+
+
+def _path(template: str, t: Tenants, *, unknown: bool = False) -> str:
+    job = "ft-" + "0" * 24 if unknown else t.running
+    file = "file-" + "0" * 24 if unknown else t.file
+    return template.format(job_id=job, file_id=file)
+
+
+@pytest.mark.parametrize("action", ["drain", "undrain"])
+def test_only_the_operators_account_drains_nodes(tenants: Tenants, action: str) -> None:
+    node = tenants.other.get("/v1/capacity").json()["nodes"][0]["name"]
+    response = tenants.other.post(f"/v1/capacity/nodes/{node}/{action}")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    assert tenants.other.get("/v1/capacity").json()["nodes"][0]["draining"] is False
+
+
+@pytest.mark.parametrize(("method", "template"), BY_ID_ROUTES)
+def test_another_accounts_id_answers_as_an_unknown_one(tenants: Tenants, method: str,
+                                                       template: str) -> None:
+    theirs = tenants.other.request(method, _path(template, tenants))
+    nobodys = tenants.other.request(method, _path(template, tenants, unknown=True))
+    assert theirs.status_code == nobodys.status_code == 404, theirs.text
+    error = theirs.json()["error"]
+    assert set(error) == {"code", "message", "param"}
+    unknown_error = nobodys.json()["error"]
+    for owned, unknown in ((tenants.running, "ft-" + "0" * 24), (tenants.file, "file-" + "0" * 24)):
+        error["message"] = error["message"].replace(owned, unknown)
+    assert error == unknown_error
+
+
+def test_nothing_of_the_owners_changes(tenants: Tenants) -> None:
+    for template in ("/v1/files/{file_id}", "/v1/fine_tuning/jobs/{job_id}/cancel"):
+        method = "DELETE" if template.startswith("/v1/files") else "POST"
+        assert tenants.other.request(method, _path(template, tenants)).status_code == 404
+    assert tenants.owner.get(f"/v1/files/{tenants.file}").status_code == 200
+    job = tenants.owner.get(f"/v1/fine_tuning/jobs/{tenants.running}").json()
+    assert job["status"] in {"queued", "running"}
+
+
+def test_lists_show_the_callers_own_only(tenants: Tenants) -> None:
+    files = [f["id"] for f in tenants.other.get("/v1/files").json()["data"]]
+    jobs = [j["id"] for j in tenants.other.get("/v1/fine_tuning/jobs",
+                                               params={"limit": 1000}).json()["data"]]
+    assert tenants.file not in files and len(files) == 1
+    assert jobs == [tenants.other_job]
+    # Paging from the owner's job id does not reach into the owner's jobs.
+    after = tenants.other.get("/v1/fine_tuning/jobs", params={"after": tenants.running}).json()
+    assert [j["id"] for j in after["data"]] in ([], [tenants.other_job])
+
+
+def test_the_account_stream_shows_only_the_callers_jobs(tenants: Tenants) -> None:
+    seen: list[str] = []
+    with connect_sse(tenants.other, "GET", "/v1/fine_tuning/stream",
+                     timeout=httpx.Timeout(10)) as source:
+        for sse in source.iter_sse():
+            if sse.data:
+                seen.append(json.loads(sse.data)["id"])
+            if tenants.other_job in seen:
+                break
+    assert seen == [tenants.other_job]
+
+
+def test_the_websocket_refuses_anothers_job_and_shows_only_the_callers(
+        tenants: Tenants) -> None:
+    ws: WebSocketSession
+    with connect_ws("/v1/ws", tenants.other) as ws:
+        ws.send_json({"subscribe": [tenants.running, tenants.done]})
+        frames: list[dict[str, Any]] = [ws.receive_json(timeout=10) for _ in range(2)]
+    assert {f["data"]["job_id"] for f in frames} == {tenants.running, tenants.done}
+    assert all(f["stream"] == "error" and f["data"]["error"]["code"] == "not_found"
+               for f in frames)
+
+    with connect_ws("/v1/ws", tenants.other) as ws:
+        ws.send_json({"subscribe": "*"})
+        first: dict[str, Any] = ws.receive_json(timeout=10)
+        with pytest.raises(queue.Empty):  # nothing of the owner's follows
+            ws.receive_json(timeout=0.5)
+    assert (first["stream"], first["data"]["id"]) == ("job", tenants.other_job)
+
+
+@pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
+@pytest.mark.parametrize("field", ["training_file", "validation_file"])
+def test_anothers_file_in_a_job_spec_answers_as_an_unknown_file(
+        tenants: Tenants, path: str, field: str) -> None:
+    own = tenants.other.get("/v1/files").json()["data"][0]["id"]
+    unknown = "file-" + "0" * 24
+    theirs = tenants.other.post(path, json=simulated(own, 2) | {field: tenants.file})
+    nobodys = tenants.other.post(path, json=simulated(own, 2) | {field: unknown})
+    assert theirs.status_code == nobodys.status_code == 422
+    error = theirs.json()["error"]
+    assert error["param"] == field
+    assert error["message"].replace(tenants.file, unknown) == nobodys.json()["error"]["message"]
+
+
+def test_capacity_hides_other_accounts_job_ids(tenants: Tenants) -> None:
+    owner_view = tenants.owner.get("/v1/capacity").json()
+    other_view = tenants.other.get("/v1/capacity").json()
+    text = json.dumps(other_view)
+    assert tenants.running not in text
+    assert owner_view["queue_length"] == other_view["queue_length"]
+    for mine, theirs in zip(owner_view["nodes"], other_view["nodes"], strict=True):
+        assert sum(mine["busy"].values()) == sum(theirs["busy"].values())
+
+
+def test_dashboard_pages_carry_no_account_data(tenants: Tenants) -> None:
+    link = tenants.other.post("/v1/dashboard/links").json()["path"]
+    with httpx.Client(base_url=tenants.server.url, timeout=30) as browser:
+        assert browser.get(link).status_code == 303  # to the Jobs tab, signed in
+        page = browser.get(f"/jobs/{tenants.running}")
+        unknown = browser.get("/jobs/ft-" + "0" * 24)
+        assert page.status_code == 200 and page.text == unknown.text
+        assert "owner's" not in page.text
+        # The page's own requests carry the cookie: the owner's job stays a 404.
+        assert browser.get(f"/v1/fine_tuning/jobs/{tenants.running}").status_code == 404
+        mine = browser.get("/v1/fine_tuning/jobs").json()["data"]
+        assert [j["id"] for j in mine] == [tenants.other_job]
+
+
+# -- revoked keys ------------------------------------------------------------------
+
+AUTHENTICATED = sorted(k for k, v in ISOLATION.items() if v != PUBLIC and k[0] != "WEBSOCKET")
+
+
+def _request(client: httpx.Client, method: str, template: str, t: Tenants) -> httpx.Response:
+    path = template.format(job_id=t.other_job, file_id="file-" + "0" * 24, node="cpu")
+    if (method, template) == ("POST", "/v1/files"):
+        return client.post(path, files={"file": ("a.jsonl", b'{"text": "hi"}\n')})
+    if path in ("/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"):
+        return client.post(path, json=simulated("file-" + "0" * 24, 2))
+    return client.request(method, path)
+
+
+def test_a_revoked_key_answers_401_everywhere(tenants: Tenants) -> None:
+    server = tenants.server
+    accounts = json.loads(operator(server, "accounts", "list", "--json").stdout)["data"]
+    other_id = next(a["id"] for a in accounts if a["name"] == "other")
+    created = json.loads(operator(server, "keys", "create", "--account", other_id,
+                                  "--json").stdout)
+    key = created["key"]
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=server.url, timeout=30, headers=headers) as client:
+        assert client.get(f"/v1/fine_tuning/jobs/{tenants.other_job}").status_code == 200
+        link = client.post("/v1/dashboard/links").json()["path"]
+
+        revoked = operator(server, "keys", "revoke", created["prefix"])
+        assert f"Revoked key {created['prefix']}… of {other_id}." in revoked.stdout
+
+        for method, template in AUTHENTICATED:
+            response = _request(client, method, template, tenants)
+            assert response.status_code == 401, (method, template, response.text)
+            assert response.json()["error"]["code"] == "unauthorized"
+        stream = client.get(f"/v1/fine_tuning/jobs/{tenants.other_job}/stream",
+                            params={"access_token": key}, headers={"Authorization": ""})
+        assert stream.status_code == 401
+        ws: WebSocketSession
+        with pytest.raises(WebSocketDisconnect) as closed, connect_ws("/v1/ws", client) as ws:
+            ws.receive_json(timeout=10)
+            ws.receive_json(timeout=10)
+        assert closed.value.code == 4401
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        browser.get(link)  # a link made before the revocation signs in with a dead key
+        assert browser.get("/v1/fine_tuning/jobs").status_code == 401
+
+    # The account's other key is untouched; a second revoke says so.
+    assert tenants.other.get("/v1/fine_tuning/jobs").status_code == 200
+    again = operator(server, "keys", "revoke", key)
+    assert "was revoked already" in again.stdout and key not in again.stdout
+    listed = json.loads(operator(server, "keys", "list", "--account", other_id,
+                                 "--json").stdout)["data"]
+    assert [k["revoked_at"] is not None for k in listed] == [False, True]
+    assert all(tenants.other_key not in json.dumps(k) and key not in json.dumps(k)
+               for k in listed)
+
+
+def test_operator_commands_refuse_what_they_cannot_do(tenants: Tenants,
+                                                      tmp_path: Path) -> None:
+    server = tenants.server
+    unknown = operator(server, "keys", "create", "--account", "acct-nobody", check=False)
+    assert unknown.exit_code == 1 and "no account 'acct-nobody'" in unknown.stderr
+    short = operator(server, "keys", "revoke", "sk-alallo-", check=False)
+    assert short.exit_code == 1 and "give the whole key" in short.stderr
+    missing = operator(server, "keys", "revoke", "sk-alallo-doesnotexist", check=False)
+    assert missing.exit_code == 1 and "no API key" in missing.stderr
+    env = {k: v for k, v in os.environ.items() if k != "ALALLO_DATABASE_URL"}
+    empty = subprocess.run([sys.executable, "-m", "alallo", "accounts", "list", "--data-dir",
+                            str(tmp_path / "nothing")], capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert empty.returncode == 1 and "no alallo store in" in empty.stderr
+    assert not (tmp_path / "nothing").exists()
+    assert "Traceback" not in empty.stderr
+    assert all(r.exception is None or isinstance(r.exception, SystemExit)
+               for r in (unknown, short, missing))
+
+
+def test_revoke_by_prefix_is_literal_and_refuses_an_ambiguous_one(tmp_path: Path) -> None:
+    from alallo import Settings
+    from alallo._store import Store
+
+    settings = Settings(data_dir=tmp_path)
+    store = Store(settings.resolved_database_url)
+    store.open()
+    try:
+        trio.run(partial(store.ensure_account, "acct-a", "a", 0.0, 1))
+        for n, prefix in enumerate(("sk-alallo-ab_x", "sk-alallo-abcx", "sk-alallo-abcy")):
+            trio.run(store.create_api_key, f"hash-{n}", "acct-a", prefix, n)
+    finally:
+        store.close()
+
+    def revoke(given: str) -> Result:
+        return CliRunner().invoke(app, ["keys", "revoke", given, "--data-dir", str(tmp_path)])
+
+    ambiguous = revoke("sk-alallo-abc")
+    assert ambiguous.exit_code == 1
+    assert "2 keys start with 'sk-alallo-abc'" in ambiguous.stderr
+    underscore = revoke("sk-alallo-ab_")  # "_" is no LIKE wildcard here
+    assert underscore.exit_code == 0 and "Revoked key sk-alallo-ab_x…" in underscore.stdout
+    listed = CliRunner().invoke(app, ["keys", "list", "--json", "--data-dir", str(tmp_path)])
+    revoked = {k["prefix"]: k["revoked_at"] is not None
+               for k in json.loads(listed.stdout)["data"]}
+    assert revoked == {"sk-alallo-ab_x": True, "sk-alallo-abcx": False, "sk-alallo-abcy": False}
