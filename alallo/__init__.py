@@ -1,7 +1,8 @@
 """alallo: fine-tuning jobs as Trio actors, watched live.
 
 The embedding API is :class:`Runtime` with :class:`Settings`; the HTTP
-client is :class:`alallo.client.Client`; the command line is ``alallo``.
+clients are :class:`Client` and :class:`AsyncClient` (from
+:mod:`alallo.client`); the command line is ``alallo``.
 
 The names below are loaded on first use (PEP 562): a trainer process
 (``python -m alallo.trainers.simulated``) and every CLI command import this
@@ -15,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._async_client import AsyncClient as AsyncClient
     from ._errors import AlalloError as AlalloError
     from ._errors import Conflict as Conflict
     from ._errors import InvalidFile as InvalidFile
@@ -31,11 +33,14 @@ if TYPE_CHECKING:
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
+    from .client import Client as Client
     from .settings import Settings as Settings
 
 _ORIGINS = {
     "LOCAL_ACCOUNT": "._runtime",
     "AlalloError": "._errors",
+    "AsyncClient": ".client",
+    "Client": ".client",
     "Conflict": "._errors",
     "Event": "._job",
     "EventType": "._status",
@@ -55,6 +60,8 @@ _ORIGINS = {
 
 __all__ = [
     "AlalloError",
+    "AsyncClient",
+    "Client",
     "Conflict",
     "Event",
     "EventType",

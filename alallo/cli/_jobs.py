@@ -327,7 +327,7 @@ def logs(
                 typer.echo(NO_LOG_YET)
             return
         try:
-            for item in client.stream_job(job_id):
+            for item in client.watch(job_id):
                 # The stream may replay lines printed above; `n` tells them apart.
                 if item.kind == "log" and int(item.data.get("n", 0)) > last:
                     typer.echo(item.data.get("text", ""))

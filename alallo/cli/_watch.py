@@ -33,7 +33,7 @@ def watch_job(client: Client, job_id: str, *, console: Console | None = None) ->
 
     Args:
         client: The client to stream with; it reconnects by itself
-            (:meth:`Client.stream_job`).
+            (:meth:`Client.watch`).
         job_id: The job to follow.
         console: Where to draw; a console on stdout by default.
 
@@ -47,7 +47,7 @@ def watch_job(client: Client, job_id: str, *, console: Console | None = None) ->
     console = console or Console()
     job: dict[str, Any] | None = None
     with _View(console) as view:
-        for item in client.stream_job(job_id):
+        for item in client.watch(job_id):
             if item.kind == "job":
                 job = item.data
                 view.show_job(job)

@@ -276,7 +276,7 @@ def test_stream_items_are_parsed_and_unknown_kinds_pass_through(
     )
     body = b": keep-alive\n\nretry: 2000\n\n" + body  # neither is an item
     client = client_for(lambda request: httpx.Response(200, headers=SSE_HEADERS, content=body))
-    items = list(client.stream_job("ft-1"))
+    items = list(client.watch("ft-1"))
     assert [(item.kind, item.seq) for item in items] == [
         ("job", 1),
         ("event", 2),
@@ -308,7 +308,7 @@ def test_stream_reconnects_with_last_event_id_until_the_final_status(
         last_ids.append(last_id)
         return httpx.Response(200, headers=SSE_HEADERS, content=bodies[last_id])
 
-    items = list(client_for(handler).stream_job("ft-1"))
+    items = list(client_for(handler).watch("ft-1"))
     assert [item.seq for item in items] == [1, 2, 3, 4, 5]
     assert last_ids == [None, "2", "3"]
     assert sleeps == [2.0, 2.0]  # the server's retry; it restarts after each delivery
@@ -323,7 +323,7 @@ def test_stream_resumed_past_the_final_item_ends_with_the_job(
             return httpx.Response(200, headers=SSE_HEADERS, content=b": ping\n\n")
         return httpx.Response(200, json=make_job(status="cancelled"))
 
-    items = list(client_for(handler).stream_job("ft-1", last_event_id=30))
+    items = list(client_for(handler).watch("ft-1", last_event_id=30))
     assert [(item.kind, item.seq, item.data["status"]) for item in items] == [
         ("job", 30, "cancelled")
     ]
@@ -348,7 +348,7 @@ def test_stream_resumes_after_a_dropped_connection(
             200, headers=SSE_HEADERS, content=sse_body(("job", 8, make_job(status="failed")))
         )
 
-    items = list(client_for(handler).stream_job("ft-1"))
+    items = list(client_for(handler).watch("ft-1"))
     assert [(item.seq, item.data["status"]) for item in items] == [(7, "running"), (8, "failed")]
 
 
@@ -366,7 +366,7 @@ def test_stream_starts_after_the_given_id_and_gives_up_after_bounded_attempts(
             )
         raise httpx.ConnectError("Connection refused", request=request)
 
-    stream = client_for(handler).stream_job("ft-1", last_event_id=12)
+    stream = client_for(handler).watch("ft-1", last_event_id=12)
     assert next(stream).seq == 13
     with pytest.raises(ClientError, match=r"lost the stream of ft-1 .* after 10 attempts"):
         next(stream)
@@ -377,11 +377,11 @@ def test_stream_starts_after_the_given_id_and_gives_up_after_bounded_attempts(
 def test_stream_of_an_unknown_job_or_an_absent_server_fails_at_once(sleeps: list[float]) -> None:
     client = client_for(lambda request: error(404, "not_found", "no job ft-9 in this account"))
     with pytest.raises(ApiError, match="no job ft-9"):
-        next(client.stream_job("ft-9"))
+        next(client.watch("ft-9"))
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("Connection refused", request=request)
 
     with pytest.raises(ClientError, match="cannot reach alallo"):
-        next(client_for(refuse).stream_job("ft-1"))
+        next(client_for(refuse).watch("ft-1"))
     assert sleeps == []
