@@ -2,11 +2,13 @@
 
 The client sends ``{"subscribe": ["ft-…", ...] | "*", "after": {"ft-…": seq, "*": position}}``
 (more than one such message adds subscriptions). The server sends JSON
-text frames ``{"stream": "job"|"event"|"log", "seq", "data"}``: for a job,
-exactly the items of its SSE stream, with the job's sequence numbers; for
-``"*"``, the account stream's ``job`` items, whose ``seq`` is the feed
-position. Resuming works as with SSE: ``after`` per job (or ``"*"``) gives
-what came after that point, nothing twice.
+text frames ``{"stream": "job"|"event"|"log", "seq", "data", "subscription"}``:
+for a job, exactly the items of its SSE stream, with the job's sequence
+numbers; for ``"*"``, the account stream's ``job`` items, whose ``seq`` is the
+feed position. ``subscription`` is the job id or ``"*"`` the frame belongs to
+(a log line names no job), the key of ``after`` to resume it. Resuming works
+as with SSE: ``after`` per job (or ``"*"``) gives what came after that point,
+nothing twice.
 
 Besides the items, one frame per situation:
 
@@ -61,6 +63,10 @@ def _frame(stream: str, seq: int | None, data: dict[str, Any]) -> dict[str, Any]
     return {"stream": stream, "seq": seq, "data": data}
 
 
+def _item(subscription: str, stream: str, seq: int, data: dict[str, Any]) -> dict[str, Any]:
+    return {"stream": stream, "seq": seq, "data": data, "subscription": subscription}
+
+
 def _error(exc: AlalloError, job_id: str | None = None) -> dict[str, Any]:
     error = {"code": exc.code, "message": exc.message, "param": exc.param}
     return _frame("error", None, {"error": error, "job_id": job_id})
@@ -89,7 +95,7 @@ async def websocket_stream(websocket: WebSocket) -> None:
                                     "seq": job.state_seq}
             if not (job.status.is_final and after >= job.state_seq):
                 async for item in runtime.stream(account, job_id, after=after):
-                    await send_out.send(_frame(item.kind, item.seq, item.data))
+                    await send_out.send(_item(job_id, item.kind, item.seq, item.data))
                     if item.kind == "job":
                         last = {"id": job_id, "status": item.data["status"],
                                 "seq": item.seq}
@@ -102,7 +108,7 @@ async def websocket_stream(websocket: WebSocket) -> None:
 
     async def follow_account(after: int) -> None:
         async for item in runtime.stream_jobs(account, after=after):
-            await send_out.send(_frame(item.kind, item.seq, item.data))
+            await send_out.send(_item("*", item.kind, item.seq, item.data))
 
     async def read(nursery: trio.Nursery) -> None:
         nonlocal live, everything
