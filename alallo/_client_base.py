@@ -71,6 +71,8 @@ class HyperparameterFields(TypedDict, total=False):
     """Examples per step."""
     learning_rate: float | None
     """The optimizer's learning rate."""
+    learning_rate_multiplier: float | Literal["auto"] | None
+    """OpenAI's way: the default learning rate times this (``"auto"``: 1)."""
     lora_rank: int | None
     """Rank of the LoRA matrices (``adapter="lora"`` only)."""
 

@@ -231,7 +231,8 @@ class Job(BaseModel):
             "n_epochs": hp.n_epochs or 3,
             "max_steps": self.max_steps,
             "batch_size": hp.batch_size or 4,
-            "learning_rate": hp.learning_rate or (1e-4 if full else 1e-3),
+            "learning_rate": hp.learning_rate or ((1e-4 if full else 1e-3)
+                                                  * (hp.learning_rate_multiplier or 1.0)),
             "lora_rank": None if full else (hp.lora_rank or 8),
         }
 

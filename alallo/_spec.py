@@ -47,8 +47,20 @@ class Hyperparameters(BaseModel):
     """Examples per step; default 4."""
     learning_rate: float | None = Field(default=None, gt=0, le=1)
     """Peak learning rate; default 1e-3 for LoRA, 1e-4 for full fine-tuning."""
+    learning_rate_multiplier: float | None = Field(default=None, gt=0, le=100)
+    """OpenAI's way to set it: the default learning rate times this (``"auto"``: 1);
+    not together with ``learning_rate``."""
     lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK)
     """Rank of the LoRA matrices; default 8."""
+
+    @field_validator("learning_rate_multiplier")
+    @classmethod
+    def _one_way_to_the_rate(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("learning_rate") is not None:
+            raise PydanticCustomError(
+                "learning_rate_twice",
+                "give learning_rate or learning_rate_multiplier, not both")
+        return value
 
     @model_validator(mode="before")
     @classmethod

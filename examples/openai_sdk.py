@@ -30,7 +30,7 @@ def main() -> None:
         job = client.fine_tuning.jobs.create(
             model="alallo/tiny-gpt2", training_file=file.id, suffix="sdk",
             method={"type": "supervised", "supervised": {"hyperparameters": {
-                "n_epochs": "auto", "batch_size": 4}}},
+                "n_epochs": "auto", "batch_size": 4, "learning_rate_multiplier": 2}}},
             extra_body={"hyperparameters": {"max_steps": 8}, "trainer": "simulated"},
         )
         print(f"created {job.id}: {job.status}")

@@ -52,6 +52,7 @@ def test_openai_sdk_example(live_server: LiveServer) -> None:
     out = run("openai_sdk.py", server=live_server)
     assert re.search(r"^uploaded sample.jsonl as file-", out, flags=re.M), out
     assert "finished succeeded: " in out
+    assert "learning_rate=0.002" in out  # the multiplier 2 times LoRA's default 1e-3
     events = re.findall(r"^event (\w+):", out, flags=re.M)
     assert events[0] == "JOB_PENDING" and events[-1] == "JOB_COMPLETE"
 

@@ -64,3 +64,39 @@ def test_files_jobs_and_events_through_the_openai_sdk(sdk: openai.OpenAI,
         sdk.fine_tuning.jobs.cancel(running.id)
     with pytest.raises(openai.NotFoundError):
         sdk.fine_tuning.jobs.retrieve("ftjob-nope")
+
+
+def test_learning_rate_multiplier_scales_the_default_rate(sdk: openai.OpenAI,
+                                                          live_server: LiveServer) -> None:
+    with (EXAMPLES / "sample.jsonl").open("rb") as f:
+        file_id = sdk.files.create(file=f, purpose="fine-tune").id
+    extra = {"extra_body": {"hyperparameters": {"max_steps": 2}, "trainer": "simulated"}}
+
+    def rate(multiplier: float | str, adapter: str = "lora") -> float:
+        job = sdk.fine_tuning.jobs.create(
+            model="alallo/tiny-gpt2", training_file=file_id,
+            method={"type": "supervised", "supervised": {  # type: ignore[arg-type]
+                "hyperparameters": {"learning_rate_multiplier": multiplier}}},
+            extra_body={**extra["extra_body"], "adapter": adapter})
+        wait_final(sdk, job.id, live_server)
+        return float(sdk.fine_tuning.jobs.retrieve(job.id).hyperparameters
+                     .model_extra["learning_rate"])  # type: ignore[index]
+
+    assert rate(2) == pytest.approx(2e-3)  # LoRA's default 1e-3, twice
+    assert rate("auto") == pytest.approx(1e-3)
+    assert rate(0.5, adapter="full") == pytest.approx(5e-5)  # full fine-tuning's 1e-4, halved
+
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        sdk.fine_tuning.jobs.create(
+            model="alallo/tiny-gpt2", training_file=file_id,
+            method={"type": "supervised", "supervised": {"hyperparameters": {
+                "learning_rate_multiplier": 2}}},
+            extra_body={"hyperparameters": {"learning_rate": 0.01}, "trainer": "simulated"})
+    assert refused.value.body == {  # the SDK hands over the body's "error" object
+        "code": "invalid_request", "param": "hyperparameters.learning_rate_multiplier",
+        "message": "give learning_rate or learning_rate_multiplier, not both"}
+    with pytest.raises(openai.UnprocessableEntityError):
+        sdk.fine_tuning.jobs.create(
+            model="alallo/tiny-gpt2", training_file=file_id,
+            hyperparameters={"learning_rate_multiplier": -1},  # OpenAI's older, top-level form
+            extra_body={"trainer": "simulated"})
