@@ -123,8 +123,17 @@ class JobActor(Actor[JobMessage]):
             raise RuntimeError("the job actor has not started")
         return self._job
 
+    def snapshot(self) -> Job | None:
+        """The job as last committed (the supervisor's checkpoint of this actor)."""
+        return self._job
+
+    def restore(self, snapshot: object) -> None:
+        """Start from a checkpoint: the job's last committed state."""
+        if isinstance(snapshot, Job):
+            self._job = snapshot
+
     async def on_start(self) -> None:
-        job = await self._rt.store.get_job(self._job_id)
+        job = self._job or await self._rt.store.get_job(self._job_id)
         if job is None:
             raise LookupError(f"job {self._job_id} is not in the store")
         self._job = job
@@ -135,7 +144,9 @@ class JobActor(Actor[JobMessage]):
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
         else:
             running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
-            cause = job.restart_cause or ("the server restarted" if running else None)
+            again = ("its actor restarted after an error" if self.incarnation > 1
+                     else "the server restarted")
+            cause = job.restart_cause or (again if running else None)
             self._start_run(cause)
 
     def _start_run(self, cause: str | None) -> None:

@@ -38,6 +38,7 @@ from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
+from ._checkpoints import JobCheckpoints
 from ._estimate import estimate_price, estimate_time
 from ._plans import PlanOptions, plan_options, tokens_per_example
 from ._scheduler import Drain, QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
@@ -101,7 +102,8 @@ class Runtime:
         await self._ensure_local_account()
         self._background = await self._stack.enter_async_context(trio.open_nursery())
         self._supervisor = await self._stack.enter_async_context(
-            open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY))
+            open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY,
+                            checkpoints=JobCheckpoints(self.store)))
         self.scheduler = await self._supervisor.start_child(
             Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
         for job in await self.store.live_jobs():

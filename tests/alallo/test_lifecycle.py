@@ -257,3 +257,12 @@ def test_every_seed_status_and_message(status: str, message: str | None,
             continue
         job = apply(job, make[str(name)]()).job
     assert (job.status.value, job.message) == (status, message)
+
+
+def test_cancel_while_re_scheduling_ends_cancelled() -> None:
+    from alallo._lifecycle import Rescheduled
+
+    job, types = run(new_job(30), Started(now=T0), Rescheduled(now=T0, reason="memory"),
+                     CancelRequested(now=T0), TrainerExited(returncode=-15, now=T0))
+    assert job.status is JobStatus.CANCELLED
+    assert types[-2:] == [EventType.CANCEL_REQUESTED, EventType.JOB_STOPPED]

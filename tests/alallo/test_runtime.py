@@ -82,3 +82,35 @@ async def test_running_job_resumes_from_its_checkpoint_after_a_restart(tmp_path:
                    for line in second_run)
         first_run, _ = await rt.read_log(account, job.id, attempt=1)
         assert first_run and not any("Resuming" in line.text for line in first_run)
+
+
+async def test_a_crashed_job_actor_restarts_from_its_durable_checkpoint(tmp_path: Path) -> None:
+    """The jobs' supervisor keeps job actors' checkpoints in the store (JobCheckpoints):
+    when the actor crashes (here: the database fails once), the supervisor restarts it from
+    the committed job, and training continues from the trainer's checkpoint."""
+    from alallo._checkpoints import JobCheckpoints
+    from alallo._store import StoreUnavailable
+
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, simulated(file.id, 40, 0.05))
+        save_job = rt.store.save_job
+        failed: list[int] = []
+
+        async def flaky_save(saved, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if saved.checkpoint is not None and saved.progress.step >= 12 and not failed:
+                failed.append(saved.progress.step)
+                raise StoreUnavailable("the database went away")
+            return await save_job(saved, *args, **kwargs)
+
+        rt.store.save_job = flaky_save  # type: ignore[method-assign]
+        with trio.fail_after(60):
+            final = await rt.wait_for_final(account, job.id)
+        assert failed and final.status is JobStatus.SUCCEEDED and final.attempt == 2
+        checkpoint = await JobCheckpoints(rt.store).load(job.id)
+        assert checkpoint == final
+        events, _ = await rt.list_events(account, job.id, limit=1000)
+        restarted = [e.message for e in events if e.type is EventType.JOB_RESTARTED]
+        assert restarted == ["Job restarted from the checkpoint at step 10: "
+                             "its actor restarted after an error"]

@@ -1,0 +1,38 @@
+"""Job actors' checkpoints are the jobs themselves, in the store.
+
+:class:`JobCheckpoints` is the durable :class:`actors.CheckpointStore` of
+the jobs' supervisor: a job actor's snapshot is its :class:`~alallo.Job`,
+which the actor already commits on every change (persist, then publish), so
+a restarted or relocated incarnation starts from the job's last committed
+state, and after a crash of the whole server, from the same rows. The
+trainer's own checkpoint (the ``checkpoint`` field) is where training
+resumes.
+"""
+
+from __future__ import annotations
+
+from ._job import Job
+from ._store import Store
+
+__all__ = ["JobCheckpoints"]
+
+
+class JobCheckpoints:
+    """A :class:`actors.CheckpointStore` keyed by job id, over the alallo store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def save(self, name: str, snapshot: object) -> None:
+        """Commit a job actor's snapshot (its job); other actors keep no checkpoint here.
+
+        Raises:
+            TypeError: the snapshot is not a :class:`Job` named ``name``.
+        """
+        if not isinstance(snapshot, Job) or snapshot.id != name:
+            raise TypeError(f"a job checkpoint must be the Job {name!r}, got {snapshot!r}")
+        await self._store.save_job(snapshot)
+
+    async def load(self, name: str) -> object | None:
+        """The job's last committed state, or None (not a job)."""
+        return await self._store.get_job(name)
