@@ -24,8 +24,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 bench: $(STAMP)
-	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script --quick || exit 1; done
+	$(PY) bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) .alallo .pytest_cache

@@ -17,10 +17,12 @@ import gc
 import logging
 import os
 import time
+from pathlib import Path
 
 import structlog
 import trio
 
+from _results import append_rows, row  # noqa: E402 - bench/ helper
 from actors import DEFAULT_MAILBOX_SIZE, Actor, ActorRef, RestartIntensity, open_supervisor
 
 # One log line per actor start would measure the terminal, not the runtime.
@@ -149,7 +151,7 @@ async def spawn_and_memory(count: int) -> tuple[float, float, float, float]:
     return spawn, stop, (after - before) / count, after - before
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, json_path: Path | None = None) -> None:
     messages = 20_000 if quick else 200_000
     asks = 5_000 if quick else 50_000
     actors = 10_000 if quick else 100_000
@@ -167,9 +169,21 @@ async def main(quick: bool) -> None:
         f"{f'memory per idle actor ({actors:,} actors)':<38}{per_actor:>12,.0f} B"
         f"   total {total / 2**20:,.0f} MiB"
     )
+    if json_path is not None:
+        # 100,000 idle actors within 1 GiB: per actor, at most 1 GiB / 100,000.
+        budget = 2**30 / 100_000
+        append_rows(json_path, [
+            row("actors: tell throughput vs raw trio channel", tell, "msg/s", raw, 0.5),
+            row("actors: ask round trips vs raw request/reply", ask, "/s", raw_rr, None),
+            row("actors: spawn cost", spawn * 1e6, "us/actor", None, None),
+            row("actors: memory per idle actor", per_actor, "B", budget, None,
+                met=per_actor <= budget),
+        ])
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages and actors")
-    trio.run(main, parser.parse_args().quick)
+    parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    args = parser.parse_args()
+    trio.run(main, args.quick, args.json)

@@ -21,7 +21,6 @@ Appends its rows to ``bench/results.json`` when ``--json`` is given.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import random
@@ -36,6 +35,8 @@ import trio
 import trio.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import append_rows, row  # noqa: E402 - bench/ helper
 
 from actors import open_supervisor  # noqa: E402
 from alallo import JobSpec  # noqa: E402
@@ -158,13 +159,9 @@ def main() -> None:
         shown = "-" if math.isnan(target) else f">= {target:.0%}"
         print(f"{name:58} {value:8.1%} {shown:>8}  {met}")
     if args.json:
-        existing = json.loads(args.json.read_text()) if args.json.exists() else []
-        existing += [{"name": f"estimates: {name}", "value": round(value, 4), "unit": unit,
-                      "baseline": None, "ratio": None,
-                      "target": None if math.isnan(target) else target,
-                      "met": None if math.isnan(target) else value >= target}
-                     for name, unit, value, target in rows]
-        args.json.write_text(json.dumps(existing, indent=2))
+        append_rows(args.json, [row(f"estimates: {name}", value, unit, None,
+                                    None if math.isnan(target) else target)
+                                for name, unit, value, target in rows])
 
 
 if __name__ == "__main__":
