@@ -112,6 +112,19 @@ async def test_json_bodies_over_one_mebibyte_are_413(
     assert at_limit.status_code == 422 and at_limit.json()["error"]["param"] == "name"
 
 
+async def test_a_client_still_sending_a_refused_body_reads_the_413(
+        client: httpx.AsyncClient, server: LiveServer) -> None:
+    # Far more than the sockets' buffers hold: the server answers before the
+    # client is done, and must read the rest or the client sees a reset instead.
+    body = b"{" + b" " * (8 * MAX_JSON_BODY_BYTES) + b"}"
+    before = await stored(client, server)
+    for _ in range(3):
+        response = await client.post("/v1/fine_tuning/jobs", content=body,
+                                     headers={"Content-Type": "application/json"})
+        assert_413(response)
+    assert await stored(client, server) == before
+
+
 async def test_the_key_is_checked_before_the_size(server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as anonymous:
         response = await anonymous.post("/v1/fine_tuning/jobs",
