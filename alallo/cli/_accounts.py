@@ -73,11 +73,13 @@ def open_store(data_dir: Path | None, database_url: str | None) -> Iterator[Stor
 
     given: dict[str, Any] = {"data_dir": data_dir, "database_url": database_url}
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
-    if settings.database_url is None and not (settings.data_dir / "alallo.db").is_file():
-        fail(f"no alallo store in {settings.data_dir.resolve()}: start the server there once "
+    url = settings.resolved_database_url
+    missing = _missing_sqlite_file(url)
+    if missing is not None:
+        fail(f"no alallo store in {missing.parent}: start the server there once "
              "(`alallo serve --data-dir ...`), or pass --database-url")
     try:
-        store = Store(settings.resolved_database_url)
+        store = Store(url)
     except ValueError as exc:
         fail(str(exc))
     try:
@@ -87,6 +89,21 @@ def open_store(data_dir: Path | None, database_url: str | None) -> Iterator[Stor
         fail(exc.message)
     finally:
         store.close()
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    # A SQLite URL whose file does not exist: opening it would make an empty store.
+    import sqlalchemy as sa
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = sa.make_url(url)
+    except ArgumentError:
+        return None  # the store says what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database).resolve()
+    return None if path.is_file() else path
 
 
 def _run(fn: Any, *args: Any) -> Any:
