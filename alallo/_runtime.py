@@ -59,6 +59,8 @@ LOCAL_ACCOUNT = "acct-local"
 DEFAULT_STEPS_BATCH = 4
 FEED_PAGE = 500
 """Jobs read from the store at a time by :meth:`Runtime.stream_jobs`."""
+SCHEDULER_ASK_S = 10.0
+"""How long a question to the scheduler may take (it answers from memory)."""
 CANCEL_TIMEOUT_S = 30.0
 """How long a cancel request waits for the job's actor to take it."""
 JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
@@ -337,7 +339,7 @@ class Runtime:
     async def _wait_s(self, plan: Plan) -> float:
         if self.scheduler is None:
             return 0.0
-        wait: float = await self.scheduler.ask(WaitEstimate(plan), timeout=10)
+        wait = cast(float, await self.scheduler.ask(WaitEstimate(plan), timeout=SCHEDULER_ASK_S))
         return wait
 
     async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
@@ -349,7 +351,8 @@ class Runtime:
         """
         if self.scheduler is None or name not in self.pool.nodes:
             raise NotFound(f"no node {name!r}", param="node")
-        moved: list[str] = await self.scheduler.ask(Drain(name, on=on), timeout=10)
+        moved = cast(list[str], await self.scheduler.ask(Drain(name, on=on),
+                                                         timeout=SCHEDULER_ASK_S))
         if on and self._supervisor is not None:
             for job_id in moved:
                 ref = self._supervisor.lookup(job_id)
@@ -360,8 +363,10 @@ class Runtime:
 
     async def capacity(self) -> dict[str, Any]:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""
-        queue: list[str] = (await self.scheduler.ask(QueueSnapshot(), timeout=10)
-                            if self.scheduler is not None else [])
+        queue: list[str] = []
+        if self.scheduler is not None:
+            queue = cast(list[str], await self.scheduler.ask(QueueSnapshot(),
+                                                             timeout=SCHEDULER_ASK_S))
         return {"nodes": self.pool.public(), "queue_length": len(queue), "queue": queue}
 
     def _max_steps(self, spec: JobSpec, line_count: int) -> int:
