@@ -21,8 +21,16 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/alallo demo
 
+# The suite runs on SQLite, then again on PostgreSQL (127.0.0.1:5432, database `test`;
+# .ci/run starts the server), less the modules that never touch the store.
+STORELESS_TESTS := tests/actors tests/trainers tests/test_exports.py \
+	tests/alallo/test_lifecycle.py tests/alallo/test_billing.py tests/alallo/test_timetext.py \
+	tests/alallo/test_plans.py tests/alallo/test_scheduler.py tests/alallo/test_client.py \
+	tests/alallo/test_cli.py tests/alallo/test_trainer_process.py tests/alallo/test_files.py
+
 test: $(STAMP)
 	$(PY) -m pytest
+	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest $(addprefix --ignore=,$(STORELESS_TESTS))
 
 # Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 bench: $(STAMP)

@@ -506,11 +506,14 @@ def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
 def _touch_feed(c: sa.Connection, job: Job) -> None:
     # Moves the job to the end of its account's feed when its state changed
     # (log lines alone do not). The next position is read in the same
-    # transaction: SQLite runs one writer at a time, so positions never clash;
-    # on PostgreSQL the unique index refuses a clash rather than hide a change.
+    # transaction: SQLite runs one writer at a time; on PostgreSQL, where jobs
+    # of one account are written from several threads and processes at once,
+    # the account's row is locked first, so the next writer waits and then
+    # reads the position this one took (the unique index stays as a guard).
     row = c.execute(sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == job.id)).first()
     if row is not None and row[0] == job.state_seq:
         return
+    c.execute(sa.select(accounts.c.id).where(accounts.c.id == job.account_id).with_for_update())
     position = c.execute(sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0))
                          .where(job_feed.c.account_id == job.account_id)).scalar_one() + 1
     if row is None:
