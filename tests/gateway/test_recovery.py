@@ -1,0 +1,399 @@
+"""Crash recovery with real processes and real signals: ``kill -9`` the server, start it again.
+
+Each test runs ``alallo serve`` processes on one data dir (and, with
+``ALALLO_TEST_DATABASE=postgres``, one PostgreSQL database), kills one with
+SIGKILL at a chosen moment and starts the next on the same data. Checked:
+the job continues from its checkpoint with JOB_RESTARTED naming the cause,
+no trainer of the killed server is left, no event or log line is lost or
+repeated (the store and the SSE streams agree, and a client resuming with
+``Last-Event-ID`` gets exactly what it missed), no step is charged twice,
+and a request answered 2xx is there after the restart.
+
+To kill "mid-training" deterministically, the trainer's process group is
+first frozen with SIGSTOP once the wanted step is reached; the kernel's
+parent-death SIGKILL still ends a stopped process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from httpx_sse import aconnect_sse
+
+from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
+
+STEP_S = 0.1
+PRICE_PER_HOUR = 3600.0
+"""A simulated step of 0.1 s then costs $0.10."""
+STEP_PRICE = PRICE_PER_HOUR * STEP_S / 3600
+Item = tuple[str, int, dict[str, Any]]
+
+
+class Servers:
+    """Servers of one test on one data dir; ``kill`` is ``kill -9``."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.started: list[LiveServer] = []
+
+    def start(self) -> LiveServer:
+        server = start_server(self.data_dir, **self.env)
+        self.started.append(server)
+        return server
+
+    def kill(self, server: LiveServer) -> None:
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=30)
+
+    def close(self) -> None:
+        for server in self.started:
+            if server.process.poll() is None:
+                stop_server(server)
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[..., Servers]]:
+    made: list[Servers] = []
+
+    def make(**env: str) -> Servers:
+        group = Servers(tmp_path / f"data-{len(made)}", env)
+        made.append(group)
+        return group
+
+    yield make
+    for group in made:
+        group.close()
+
+
+def connect(server: LiveServer) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=30)
+
+
+# -- processes ----------------------------------------------------------------
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """``(state, process group)`` of a process, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[2])
+
+
+def trainer_groups(job_id: str) -> set[int]:
+    """Process groups of the processes whose command line names the job (its trainers)."""
+    groups = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            stat = _stat(int(entry))
+            if job_id.encode() in cmdline and stat is not None and stat[0] != "Z":
+                groups.add(stat[1])
+    return groups
+
+
+def live_members(group: int) -> list[int]:
+    """Processes of a process group that still run (zombies waiting for a reaper are dead)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] == group and stat[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+async def wait_until_gone(groups: set[int]) -> None:
+    """Wait (bounded) until no process of the groups runs; a leftover fails the test."""
+    with trio.move_on_after(10):
+        while any(live_members(g) for g in groups):
+            await trio.sleep(0.05)
+    left = {g: live_members(g) for g in groups if live_members(g)}
+    for group in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    assert left == {}, "trainer processes outlived the killed server"
+
+
+def freeze(groups: set[int]) -> None:
+    for group in groups:
+        os.killpg(group, signal.SIGSTOP)
+
+
+# -- HTTP -----------------------------------------------------------------------
+
+async def submit(client: httpx.AsyncClient, **spec: Any) -> dict[str, Any]:
+    file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
+    body = {"model": "alallo/tiny-gpt2", "training_file": file["id"],
+            "trainer": {"type": "simulated", "step_delay_s": STEP_S}, **spec}
+    response = await client.post("/v1/fine_tuning/jobs", json=body)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def wait_for(client: httpx.AsyncClient, job_id: str,
+                   ready: Callable[[dict[str, Any]], bool], *, timeout: float = 120) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        while not ready(job := await job_of(client, job_id)):
+            await trio.sleep(0.05)
+    return job
+
+
+async def settled(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    """The job once its trainer is frozen and the server has stored every line in flight."""
+    last = await job_of(client, job_id)
+    with trio.fail_after(30):
+        while True:
+            await trio.sleep(0.5)
+            now = await job_of(client, job_id)
+            if now["seq"] == last["seq"]:
+                return now
+            last = now
+
+
+async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> None:
+    """Read the job's SSE stream into ``items`` until the server goes away."""
+    with contextlib.suppress(httpx.TransportError):
+        async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
+                                timeout=httpx.Timeout(120)) as source:
+            async with contextlib.aclosing(source.aiter_sse()) as events:
+                async for sse in events:
+                    if sse.event == "done":
+                        return
+                    items.append((sse.event, int(sse.id), json.loads(sse.data)))
+
+
+async def all_events(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events", params={"limit": 1000})
+    return list(response.json()["data"])
+
+
+def records(items: list[Item]) -> list[tuple[str, int, str]]:
+    """Events and log lines as ``(kind, seq, what)``: what the store keeps of a job."""
+    return [(kind, seq, data.get("type") or data.get("text") or "")
+            for kind, seq, data in items if kind in {"event", "log"}]
+
+
+def assert_gapless(before: list[Item], after: list[Item], whole: list[Item]) -> None:
+    """Items seen before the crash plus those after resuming are the whole job, once each."""
+    seqs = [seq for _, seq, _ in before + after]
+    assert seqs == sorted(set(seqs)), "ordered, and nothing seen twice"
+    assert records(before) + records(after) == records(whole), "nothing lost"
+    assert after[-1][0] == "job" and after[-1][2]["status"] in {"succeeded", "cancelled"}
+
+
+async def crash_mid_run(group: Servers, server: LiveServer, job_id: str,
+                        ready: Callable[[dict[str, Any]], bool], *, timeout: float = 120,
+                        ) -> tuple[dict[str, Any], list[Item]]:
+    """Follow the job's stream; once ``ready``, freeze its trainer and ``kill -9`` the server.
+
+    Returns the job as stored at the kill and the stream items a client had
+    read by then. Checks that no trainer process outlives the server.
+    """
+    seen: list[Item] = []
+    async with connect(server) as client:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow, client, job_id, seen)
+            await wait_for(client, job_id, ready, timeout=timeout)
+            trainers = trainer_groups(job_id)
+            assert len(trainers) == 1, trainers
+            freeze(trainers)
+            frozen = await settled(client, job_id)
+            group.kill(server)
+    await wait_until_gone(trainers)
+    assert seen and seen[-1][1] <= frozen["seq"], "a client never sees what is not stored"
+    return frozen, seen
+
+
+def resumed_lines(items: list[Item]) -> list[str]:
+    return [text for kind, _, text in records(items)
+            if kind == "log" and text.startswith("Resuming from checkpoint")]
+
+
+# -- the tests ------------------------------------------------------------------
+
+async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing(
+        servers: Callable[..., Servers]) -> None:
+    group = servers(ALALLO_CPU_PRICE_PER_HOUR=str(PRICE_PER_HOUR), ALALLO_BUDGET_FACTOR="1000")
+    first = group.start()
+    async with connect(first) as client:
+        job = await submit(client, hyperparameters={"max_steps": 40})
+    frozen, before = await crash_mid_run(group, first, job["id"],
+                                         lambda j: j["progress"]["step"] >= 14)
+    checkpoint = frozen["checkpoint"]["step"]
+    assert frozen["status"] == "running" and 10 <= checkpoint < 40
+    seen_events = [data["seq"] for kind, _, data in before if kind == "event"]
+
+    second = group.start()
+    async with connect(second) as client:
+        with trio.fail_after(120):
+            after = await read_stream(client, job["id"], last_event_id=before[-1][1])
+            whole = await read_stream(client, job["id"], last_event_id=0)
+        events = await all_events(client, job["id"])
+        rest = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                                 params={"after": seen_events[-1], "limit": 1000})).json()["data"]
+    assert_gapless(before, after, whole)
+    assert seen_events + [e["seq"] for e in rest] == [e["seq"] for e in events], \
+        "the events cursor resumes across the restart too"
+    final = after[-1][2]
+    assert final["status"] == "succeeded" and final["attempt"] == 2
+    assert final["progress"]["step"] == 40
+    assert final["price"]["charged"] == pytest.approx(40 * STEP_PRICE)
+    assert final["price"]["refunded"] == 0
+
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))
+    assert [e["seq"] for e in events] == [seq for kind, seq, _ in records(whole)
+                                          if kind == "event"]
+    types = [e["type"] for e in events]
+    assert types.count("JOB_RESTARTED") == 1 and types.count("JOB_START") == 2
+    (restarted,) = [e for e in events if e["type"] == "JOB_RESTARTED"]
+    assert restarted["message"] == (f"Job restarted from the checkpoint at step {checkpoint}: "
+                                    "the server restarted")
+    saved = [e["step"] for e in events if e["type"] == "CHECKPOINT_SAVE"]
+    assert saved == sorted(set(saved)) and saved[-1] == 40, "no checkpoint reported twice"
+    assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
+
+
+async def test_kill_9_during_real_training_resumes_the_trl_run(
+        servers: Callable[..., Servers]) -> None:
+    group = servers(ALALLO_BUDGET_FACTOR="1000")
+    first = group.start()
+    async with connect(first) as client:
+        file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
+        created = await client.post("/v1/fine_tuning/jobs", json={
+            "model": "alallo/tiny-gpt2", "training_file": file["id"],
+            "hyperparameters": {"max_steps": 30, "batch_size": 4}, "seed": 1})
+        assert created.status_code == 200, created.text
+        job = created.json()
+    frozen, before = await crash_mid_run(
+        group, first, job["id"], lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
+        timeout=240)
+    checkpoint = frozen["checkpoint"]["step"]
+    assert frozen["status"] == "running" and frozen["progress"]["step"] < 30
+
+    second = group.start()
+    async with connect(second) as client:
+        with trio.fail_after(300):
+            after = await read_stream(client, job["id"], last_event_id=before[-1][1])
+            whole = await read_stream(client, job["id"], last_event_id=0)
+        events = await all_events(client, job["id"])
+    assert_gapless(before, after, whole)
+    final = after[-1][2]
+    assert final["status"] == "succeeded" and final["attempt"] == 2
+    assert final["progress"]["step"] == 30
+    restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
+    assert restarted == [f"Job restarted from the checkpoint at step {checkpoint}: "
+                         "the server restarted"]
+    assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
+    assert Path(final["fine_tuned_model"]).is_dir()
+
+
+SIGTERM_IGNORING_TRAINER = textwrap.dedent("""
+    import json, signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for step in range(1, 100_000):
+        print(json.dumps({"type": "progress", "step": step, "max_steps": 100_000}), flush=True)
+        time.sleep(0.05)
+""")
+
+
+async def test_requests_answered_2xx_survive_a_kill_9_right_after(
+        servers: Callable[..., Servers], tmp_path: Path) -> None:
+    trainer = tmp_path / "stubborn.py"
+    trainer.write_text(SIGTERM_IGNORING_TRAINER)
+    # A trainer that ignores SIGTERM keeps the job `cancelling` for the grace period.
+    group = servers(ALALLO_CANCEL_GRACE_S="600", ALALLO_BUDGET_FACTOR="1000")
+    server = group.start()
+    data = (EXAMPLES / "sample.jsonl").read_bytes()
+
+    async with connect(server) as client:
+        uploaded = await upload(client, content=data)
+        assert uploaded.status_code == 200
+        group.kill(server)
+    server = group.start()
+    file_id = uploaded.json()["id"]
+    async with connect(server) as client:
+        assert (await client.get(f"/v1/files/{file_id}")).json() == uploaded.json()
+        assert (await client.get(f"/v1/files/{file_id}/content")).content == data
+        created = await client.post("/v1/fine_tuning/jobs", json={
+            "model": "alallo/tiny-gpt2", "training_file": file_id,
+            "trainer": {"command": [sys.executable, str(trainer)]}})
+        assert created.status_code == 200
+        group.kill(server)
+    job_id = created.json()["id"]
+
+    server = group.start()
+    async with connect(server) as client:
+        running = await wait_for(client, job_id, lambda j: j["progress"]["step"] >= 3)
+        assert running["status"] == "running"
+        trainers = trainer_groups(job_id)
+        cancelled = await client.post(f"/v1/fine_tuning/jobs/{job_id}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelling"
+        group.kill(server)
+    await wait_until_gone(trainers)
+
+    server = group.start()
+    async with connect(server) as client:
+        with trio.fail_after(60):
+            items = await read_stream(client, job_id)
+        events = await all_events(client, job_id)
+    assert items[-1][2]["status"] == "cancelled"
+    types = [e["type"] for e in events]
+    assert types.count("CANCEL_REQUESTED") == 1 and types[-1] == "JOB_STOPPED"
+    assert "JOB_RESTARTED" not in types[types.index("CANCEL_REQUESTED"):]
+    assert trainer_groups(job_id) == set()
+
+
+async def test_queued_jobs_wait_again_and_all_run_after_a_kill_9(
+        servers: Callable[..., Servers]) -> None:
+    group = servers(ALALLO_MAX_CONCURRENT_JOBS="1", ALALLO_BUDGET_FACTOR="1000")
+    server = group.start()
+    async with connect(server) as client:
+        first = await submit(client, hyperparameters={"max_steps": 30})
+        queued = [await submit(client, training_file=first["training_file"],
+                               hyperparameters={"max_steps": 3},
+                               trainer={"type": "simulated", "step_delay_s": 0.0})
+                  for _ in range(3)]
+        await wait_for(client, first["id"], lambda j: j["progress"]["step"] >= 2)
+        for job in queued:
+            assert (await job_of(client, job["id"]))["status"] == "queued"
+        trainers = trainer_groups(first["id"])
+        group.kill(server)
+    await wait_until_gone(trainers)
+
+    server = group.start()
+    async with connect(server) as client:
+        with trio.fail_after(180):
+            finals = [(await read_stream(client, job["id"]))[-1][2]
+                      for job in [first, *queued]]
+        restarted = [e["type"] for e in await all_events(client, first["id"])
+                     ].count("JOB_RESTARTED")
+        others = [[e["type"] for e in await all_events(client, job["id"])] for job in queued]
+    assert [f["status"] for f in finals] == ["succeeded"] * 4
+    assert restarted == 1
+    assert all(types.count("JOB_START") == 1 and "JOB_RESTARTED" not in types
+               for types in others), "a job that never ran starts once, fresh"
