@@ -74,6 +74,9 @@ jobs = sa.Table(
     sa.Column("training_file", sa.String(64), nullable=False, index=True),
     sa.Column("seq", sa.Integer, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
+    # The order of creation (``created_at`` has whole seconds, ids are random):
+    # an identity on PostgreSQL, the next after the largest on SQLite.
+    sa.Column("number", sa.BigInteger, sa.Identity(), nullable=False, index=True, unique=True),
 )
 job_items = sa.Table(
     "job_items", metadata,
@@ -356,9 +359,14 @@ class Store:
 
         def run(c: sa.Connection) -> tuple[float, float]:
             if insert:
+                number = {} if c.dialect.name == "postgresql" else {
+                    # SQLite writes one at a time: the next number is free.
+                    "number": sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1)
+                    .scalar_subquery()}
                 c.execute(jobs.insert().values(id=job.id, account_id=job.account_id,
                                                created_at=job.created_at,
-                                               training_file=job.spec.training_file, **values))
+                                               training_file=job.spec.training_file,
+                                               **values, **number))
             else:
                 c.execute(jobs.update().where(jobs.c.id == job.id).values(**values))
             rows = [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
@@ -385,17 +393,18 @@ class Store:
 
     async def list_jobs(self, account_id: str, *, limit: int,
                         after: str | None = None) -> tuple[list[Job], bool]:
-        """The account's jobs, newest first, after the job ``after``; and whether more follow."""
+        """The account's jobs, newest first, after the job ``after``; and whether more follow.
+
+        Newest means created last: jobs created in the same second keep their order.
+        """
         def run(c: sa.Connection) -> tuple[list[Job], bool]:
             query = sa.select(jobs.c.state).where(jobs.c.account_id == account_id)
             if after is not None:
-                anchor = c.execute(sa.select(jobs.c.created_at, jobs.c.id)
-                                   .where(jobs.c.id == after)).first()
+                anchor = c.execute(sa.select(jobs.c.number)
+                                   .where(jobs.c.id == after)).scalar_one_or_none()
                 if anchor is not None:
-                    query = query.where(sa.tuple_(jobs.c.created_at, jobs.c.id)
-                                        < sa.tuple_(anchor[0], anchor[1]))
-            rows = c.execute(query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
-                             .limit(limit + 1)).all()
+                    query = query.where(jobs.c.number < anchor)
+            rows = c.execute(query.order_by(jobs.c.number.desc()).limit(limit + 1)).all()
             found = [Job.model_validate_json(r[0]) for r in rows[:limit]]
             return found, len(rows) > limit
         return await self._read(run)
@@ -420,10 +429,10 @@ class Store:
         return await self._read(run)
 
     async def live_jobs(self) -> list[Job]:
-        """Every job not yet in a final status, oldest first."""
+        """Every job not yet in a final status, in the order they were created."""
         def run(c: sa.Connection) -> list[Job]:
             rows = c.execute(sa.select(jobs.c.state).where(jobs.c.status.in_(LIVE_STATUSES))
-                             .order_by(jobs.c.created_at, jobs.c.id))
+                             .order_by(jobs.c.number))
             return [Job.model_validate_json(r[0]) for r in rows]
         return await self._read(run)
 

@@ -5,7 +5,9 @@ calls it when it opens, and ``alallo db upgrade`` calls it for an operator
 who upgrades a shared PostgreSQL database before starting new servers. A
 migration lives in ``versions/`` and is written for both SQLite and
 PostgreSQL (``render_as_batch`` lets Alembic rebuild SQLite tables that
-cannot be altered in place).
+cannot be altered in place). Write a new one with Alembic's autogenerate
+against PostgreSQL: on SQLite it also reports the identity of ``jobs.number``,
+which SQLite has no way to hold (the store numbers jobs itself there).
 
 A database made before migrations existed (by ``metadata.create_all``) has
 every table of the first revision and no ``alembic_version``: it is stamped

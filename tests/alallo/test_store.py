@@ -11,14 +11,29 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import trio
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from alallo import JobStatus, Runtime, Settings
+from alallo import Event, Job, JobStatus, Runtime, Settings
 from alallo._store import Store, StoreUnavailable, metadata
-from alallo.migrations import head_revision
+from alallo.migrations import INITIAL_REVISION, config, head_revision
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+
+
+async def job_template(tmp_path: Path) -> tuple[Job, list[Event]]:
+    """A job as ``create_job`` stores it (queued, ``Starting``) and its JOB_PENDING event."""
+    async with Runtime(Settings(data_dir=tmp_path / "template")) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, {
+            "model": "alallo/tiny-gpt2", "training_file": file.id,
+            "hyperparameters": {"max_steps": 1},
+            "trainer": {"type": "simulated", "step_delay_s": 0.0}})
+        rows = await rt.store.items_after(job.id, 0, kinds=("event",), limit=1)
+        await rt.wait_for_final(account, job.id)
+    return job, [Event.model_validate(data) for _, _, data in rows]
 
 
 def schema_diff(url: str) -> list[object]:
@@ -27,9 +42,17 @@ def schema_diff(url: str) -> list[object]:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={
                 "compare_type": True, "compare_server_default": True})
-            return list(compare_metadata(context, metadata))
+            return [diff for diff in compare_metadata(context, metadata)
+                    if not _sqlite_identity(connection, diff)]
     finally:
         engine.dispose()
+
+
+def _sqlite_identity(connection: sa.Connection, diff: object) -> bool:
+    # SQLite has no identity columns: the store numbers jobs itself there.
+    return (connection.dialect.name == "sqlite" and isinstance(diff, list) and len(diff) == 1
+            and diff[0][0] == "modify_default" and diff[0][2:4] == ("jobs", "number")
+            and isinstance(diff[0][-1], sa.Identity))
 
 
 def revision_of(url: str) -> str | None:
@@ -60,10 +83,21 @@ def test_opening_again_changes_nothing(database_url: str) -> None:
     assert revision_of(database_url) == head_revision()
 
 
+def migrate_to(url: str, revision: str) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            command.upgrade(config(connection), revision)
+    finally:
+        engine.dispose()
+
+
 def test_a_database_made_before_migrations_is_adopted_with_its_data(database_url: str) -> None:
+    # The schema of the first revision, as `metadata.create_all` made it: no alembic_version.
+    migrate_to(database_url, INITIAL_REVISION)
     engine = sa.create_engine(database_url)
-    metadata.create_all(engine)
     with engine.begin() as c:
+        c.execute(sa.text("DROP TABLE alembic_version"))
         c.execute(sa.text("INSERT INTO accounts (id, name, balance, billing_limit, created_at) "
                           "VALUES ('acct-old', 'old', 12.5, 0, 1)"))
     engine.dispose()
@@ -75,6 +109,48 @@ def test_a_database_made_before_migrations_is_adopted_with_its_data(database_url
     finally:
         store.close()
     assert schema_diff(database_url) == []
+
+
+async def test_jobs_of_one_second_keep_the_order_they_were_created_in(
+        tmp_path: Path, database_url: str) -> None:
+    job, events = await job_template(tmp_path)
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account(job.account_id, "a", 100.0, job.created_at)
+        ids = ["ft-m", "ft-z", "ft-a", "ft-q"]  # not in id order, all in one second
+        for job_id in ids:
+            await store.save_job(job.model_copy(update={"id": job_id}), events, insert=True)
+        assert [j.id for j in await store.live_jobs()] == ids
+        newest, more = await store.list_jobs(job.account_id, limit=2)
+        assert [j.id for j in newest] == ["ft-q", "ft-a"] and more
+        rest, more = await store.list_jobs(job.account_id, limit=10, after="ft-a")
+        assert [j.id for j in rest] == ["ft-z", "ft-m"] and not more
+    finally:
+        store.close()
+
+
+async def test_jobs_stored_before_numbers_are_numbered_in_their_order(
+        tmp_path: Path, database_url: str) -> None:
+    job, events = await job_template(tmp_path)
+    migrate_to(database_url, "0002")
+    engine = sa.create_engine(database_url)
+    with engine.begin() as c:
+        for job_id, created_at in (("ft-b", 20), ("ft-c", 10), ("ft-a", 20)):
+            c.execute(sa.text("INSERT INTO jobs (id, account_id, created_at, status, "
+                              "training_file, seq, state) VALUES (:id, :account, :at, "
+                              "'queued', 'file-1', 2, :state)"),
+                      {"id": job_id, "account": job.account_id, "at": created_at,
+                       "state": job.model_copy(update={"id": job_id}).model_dump_json()})
+    engine.dispose()
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account(job.account_id, "a", 100.0, job.created_at)
+        await store.save_job(job.model_copy(update={"id": "ft-new"}), events, insert=True)
+        assert [j.id for j in await store.live_jobs()] == ["ft-c", "ft-a", "ft-b", "ft-new"]
+    finally:
+        store.close()
 
 
 def test_a_database_of_a_newer_alallo_is_refused_with_its_revision(database_url: str) -> None:
