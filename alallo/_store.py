@@ -111,6 +111,10 @@ job_feed = sa.Table(
 )
 
 LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
+SQLITE_BUSY_MS = 5000
+"""How long a SQLite write waits for another process's write to finish."""
+MIGRATION_WAIT_MS = 120_000
+"""How long a server starting on SQLite waits for another one's schema upgrade."""
 _POSTGRES_ALIASES = ("postgresql", "postgres")
 """Drivers meaning "PostgreSQL, default driver": alallo's driver is psycopg 3."""
 
@@ -192,12 +196,17 @@ class Store:
 
         def run() -> str:
             with self._engine.connect() as connection:
-                if connection.dialect.name == "sqlite":
+                sqlite = connection.dialect.name == "sqlite"
+                if sqlite:
                     # pysqlite opens no transaction before DDL: take the write lock
-                    # now, so that the migration is all or nothing and runs once.
+                    # now, so that the migration is all or nothing and runs once;
+                    # a server starting meanwhile waits for it, longer than for a write.
+                    connection.exec_driver_sql(f"PRAGMA busy_timeout={MIGRATION_WAIT_MS}")
                     connection.exec_driver_sql("BEGIN IMMEDIATE")
                 revision = upgrade(connection)
                 connection.commit()
+                if sqlite:
+                    connection.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
                 return revision
         try:
             return self._sync(run)
@@ -543,8 +552,9 @@ def _masked(url: str) -> str:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL keeps readers off the writer's back; NORMAL durability survives a
     # killed process (only an OS crash may lose the last commits).
+    # The timeout comes first: switching a new file to WAL takes a lock too.
     cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()

@@ -240,11 +240,11 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
     group = servers(ALALLO_CPU_PRICE_PER_HOUR=str(PRICE_PER_HOUR), ALALLO_BUDGET_FACTOR="1000")
     first = group.start()
     async with connect(first) as client:
-        job = await submit(client, hyperparameters={"max_steps": 40})
+        job = await submit(client, hyperparameters={"max_steps": 60})
     frozen, before = await crash_mid_run(group, first, job["id"],
                                          lambda j: j["progress"]["step"] >= 14)
     checkpoint = frozen["checkpoint"]["step"]
-    assert frozen["status"] == "running" and 10 <= checkpoint < 40
+    assert frozen["status"] == "running" and 10 <= checkpoint < 60
     seen_events = [data["seq"] for kind, _, data in before if kind == "event"]
 
     second = group.start()
@@ -260,8 +260,8 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
         "the events cursor resumes across the restart too"
     final = after[-1][2]
     assert final["status"] == "succeeded" and final["attempt"] == 2
-    assert final["progress"]["step"] == 40
-    assert final["price"]["charged"] == pytest.approx(40 * STEP_PRICE)
+    assert final["progress"]["step"] == 60
+    assert final["price"]["charged"] == pytest.approx(60 * STEP_PRICE)
     assert final["price"]["refunded"] == 0
 
     seqs = [e["seq"] for e in events]
@@ -274,7 +274,7 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
     assert restarted["message"] == (f"Job restarted from the checkpoint at step {checkpoint}: "
                                     "the server restarted")
     saved = [e["step"] for e in events if e["type"] == "CHECKPOINT_SAVE"]
-    assert saved == sorted(set(saved)) and saved[-1] == 40, "no checkpoint reported twice"
+    assert saved == sorted(set(saved)) and saved[-1] == 60, "no checkpoint reported twice"
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
 
 
@@ -286,14 +286,14 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
         file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
         created = await client.post("/v1/fine_tuning/jobs", json={
             "model": "alallo/tiny-gpt2", "training_file": file["id"],
-            "hyperparameters": {"max_steps": 30, "batch_size": 4}, "seed": 1})
+            "hyperparameters": {"max_steps": 50, "batch_size": 4}, "seed": 1})
         assert created.status_code == 200, created.text
         job = created.json()
     frozen, before = await crash_mid_run(
         group, first, job["id"], lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
         timeout=240)
     checkpoint = frozen["checkpoint"]["step"]
-    assert frozen["status"] == "running" and frozen["progress"]["step"] < 30
+    assert frozen["status"] == "running" and frozen["progress"]["step"] < 50
 
     second = group.start()
     async with connect(second) as client:
@@ -304,7 +304,7 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
     assert_gapless(before, after, whole)
     final = after[-1][2]
     assert final["status"] == "succeeded" and final["attempt"] == 2
-    assert final["progress"]["step"] == 30
+    assert final["progress"]["step"] == 50
     restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
     assert restarted == [f"Job restarted from the checkpoint at step {checkpoint}: "
                          "the server restarted"]
