@@ -174,6 +174,10 @@ class JobActor(Actor[JobMessage]):
             case _TrainerLine(text=text):
                 await self._on_line(text, now)
             case _TrainerEnded(returncode=code):
+                # The run counts as running until its end is handled here: lines it
+                # printed before it ended are still queued, and handling them must
+                # not start the next run (whose start this stale end would then fail).
+                self._running = False
                 await self._apply(lifecycle.TrainerExited(
                     returncode=code, now=now, max_restarts=self._rt.settings.max_restarts))
             case _LimitReached(limit=limit):
@@ -314,7 +318,6 @@ class JobActor(Actor[JobMessage]):
 
     async def _end_run(self, process: TrainerProcess | None) -> None:
         self._run_scope = None
-        self._running = False
         await self.ref.tell(_TrainerEnded(process.returncode if process else None))
 
     async def _watch_limits(self, ran_s: float) -> None:
