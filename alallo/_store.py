@@ -111,6 +111,30 @@ job_feed = sa.Table(
 )
 
 LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
+# The statements of the hot path (every trainer line is a save_job), built once:
+# building a Core statement costs several times what running it does.
+_JOB_STATE = sa.select(jobs.c.state).where(jobs.c.id == sa.bindparam("job_id"))
+_UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
+    status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
+    state=sa.bindparam("new_state"))
+_INSERT_ITEMS = job_items.insert()
+_FEED_STATE = sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == sa.bindparam("job_id"))
+_LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
+                 .with_for_update())
+_NEXT_POSITION = (sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0) + 1)
+                  .where(job_feed.c.account_id == sa.bindparam("account_id")))
+_INSERT_FEED = job_feed.insert()
+_MOVE_FEED = job_feed.update().where(job_feed.c.job_id == sa.bindparam("feed_job_id")).values(
+    position=sa.bindparam("new_position"), state_seq=sa.bindparam("new_state_seq"))
+_BALANCE = (sa.select(accounts.c.balance, accounts.c.billing_limit)
+            .where(accounts.c.id == sa.bindparam("account_id")))
+_LEDGER_ENTRY = sa.select(ledger.c.job_id).where(
+    ledger.c.job_id == sa.bindparam("job_id"), ledger.c.kind == sa.bindparam("entry_kind"),
+    ledger.c.first_step == sa.bindparam("entry_first_step"))
+_INSERT_LEDGER = ledger.insert()
+_ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account_id")).values(
+    balance=accounts.c.balance + sa.bindparam("delta", type_=sa.Float))
+
 SQLITE_BUSY_MS = 5000
 """How long a SQLite write waits for another process's write to finish."""
 MIGRATION_WAIT_MS = 120_000
@@ -377,13 +401,14 @@ class Store:
                                                training_file=job.spec.training_file,
                                                **values, **number))
             else:
-                c.execute(jobs.update().where(jobs.c.id == job.id).values(**values))
+                c.execute(_UPDATE_JOB, {"job_id": job.id, "new_status": values["status"],
+                                        "new_seq": values["seq"], "new_state": values["state"]})
             rows = [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
                      "data": e.model_dump_json()} for e in events]
             rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
                       "data": line.model_dump_json()} for line in log]
             if rows:
-                c.execute(job_items.insert(), rows)
+                c.execute(_INSERT_ITEMS, rows)
             _touch_feed(c, job)
             for entry in entries:
                 _apply_entry(c, job, entry)
@@ -393,11 +418,11 @@ class Store:
     async def get_job(self, job_id: str, account_id: str | None = None) -> Job | None:
         """A job by id (within an account when one is given), or None."""
         def run(c: sa.Connection) -> Job | None:
-            query = sa.select(jobs.c.state).where(jobs.c.id == job_id)
-            if account_id is not None:
-                query = query.where(jobs.c.account_id == account_id)
-            row = c.execute(query).first()
-            return Job.model_validate_json(row[0]) if row else None
+            row = c.execute(_JOB_STATE, {"job_id": job_id}).first()
+            if row is None:
+                return None
+            job = Job.model_validate_json(row[0])
+            return job if account_id is None or job.account_id == account_id else None
         return await self._read(run)
 
     async def list_jobs(self, account_id: str, *, limit: int,
@@ -502,23 +527,20 @@ class Store:
 
 
 def _balance(c: sa.Connection, account_id: str) -> tuple[float, float]:
-    row = c.execute(sa.select(accounts.c.balance, accounts.c.billing_limit)
-                    .where(accounts.c.id == account_id)).first()
+    row = c.execute(_BALANCE, {"account_id": account_id}).first()
     return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
 
 
 def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
-    key = (ledger.c.job_id == job.id, ledger.c.kind == entry.kind,
-           ledger.c.first_step == entry.first_step)
-    if c.execute(sa.select(ledger.c.job_id).where(*key)).first():
+    key = {"job_id": job.id, "entry_kind": entry.kind, "entry_first_step": entry.first_step}
+    if c.execute(_LEDGER_ENTRY, key).first():
         return  # already applied: charges are idempotent per step range
-    c.execute(ledger.insert().values(
-        job_id=job.id, kind=entry.kind, first_step=entry.first_step,
-        last_step=entry.last_step, account_id=job.account_id, amount=entry.amount,
-        created_at=int(time.time())))
+    c.execute(_INSERT_LEDGER, {
+        "job_id": job.id, "kind": entry.kind, "first_step": entry.first_step,
+        "last_step": entry.last_step, "account_id": job.account_id, "amount": entry.amount,
+        "created_at": int(time.time())})
     delta = -entry.amount if entry.kind == "charge" else entry.amount
-    c.execute(accounts.update().where(accounts.c.id == job.account_id)
-              .values(balance=accounts.c.balance + delta))
+    c.execute(_ADD_TO_BALANCE, {"account_id": job.account_id, "delta": delta})
 
 
 def _touch_feed(c: sa.Connection, job: Job) -> None:
@@ -528,18 +550,17 @@ def _touch_feed(c: sa.Connection, job: Job) -> None:
     # of one account are written from several threads and processes at once,
     # the account's row is locked first, so the next writer waits and then
     # reads the position this one took (the unique index stays as a guard).
-    row = c.execute(sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == job.id)).first()
+    row = c.execute(_FEED_STATE, {"job_id": job.id}).first()
     if row is not None and row[0] == job.state_seq:
         return
-    c.execute(sa.select(accounts.c.id).where(accounts.c.id == job.account_id).with_for_update())
-    position = c.execute(sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0))
-                         .where(job_feed.c.account_id == job.account_id)).scalar_one() + 1
+    c.execute(_LOCK_ACCOUNT, {"account_id": job.account_id})
+    position = c.execute(_NEXT_POSITION, {"account_id": job.account_id}).scalar_one()
     if row is None:
-        c.execute(job_feed.insert().values(job_id=job.id, account_id=job.account_id,
-                                           position=position, state_seq=job.state_seq))
+        c.execute(_INSERT_FEED, {"job_id": job.id, "account_id": job.account_id,
+                                 "position": position, "state_seq": job.state_seq})
     else:
-        c.execute(job_feed.update().where(job_feed.c.job_id == job.id)
-                  .values(position=position, state_seq=job.state_seq))
+        c.execute(_MOVE_FEED, {"feed_job_id": job.id, "new_position": position,
+                               "new_state_seq": job.state_seq})
 
 
 def _masked(url: str) -> str:
