@@ -248,7 +248,8 @@ async def test_a_valid_wandb_key_reports_the_metrics(server_factory: Factory) ->
 @pytest.mark.parametrize(
     ("env", "message"),
     [({"ALALLO_BUDGET_FACTOR": "0.02"}, "Stopped: the budget was reached"),
-     ({"ALALLO_TIME_LIMIT_S": "1"}, "Stopped: the time limit was reached")],
+     # 3 s: room for a checkpoint (the first charge) even when the trainer is slow to start.
+     ({"ALALLO_TIME_LIMIT_S": "3"}, "Stopped: the time limit was reached")],
 )
 async def test_a_job_that_runs_too_long_is_stopped_and_costs_nothing(
         server_factory: Factory, env: dict[str, str], message: str) -> None:
