@@ -40,6 +40,8 @@ def follow(url: str, key: str, job_id: str) -> None:
                             retry_s = sse.retry / 1000
                         if sse.id:
                             last_id = sse.id
+                        if not sse.data:  # a keep-alive comment: nothing to show
+                            continue
                         if sse.event == "done":
                             print(f"done: {json.loads(sse.data)['status']}")
                             return

@@ -198,6 +198,8 @@ async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: 
             async for sse in events:
                 if sse.event == "done":  # the last frame of a finished job's stream
                     break
+                if not sse.data:  # a keep-alive comment: httpx-sse yields it when an id came before
+                    continue
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
                 if stop_after is not None and len(items) >= stop_after:
                     break

@@ -98,6 +98,8 @@ async def read_account_stream(client: httpx.AsyncClient, *, until: set[str],
                                 timeout=httpx.Timeout(60)) as source:
             async with contextlib.aclosing(source.aiter_sse()) as events:
                 async for sse in events:
+                    if not sse.data:  # a keep-alive comment (httpx-sse yields it after an id)
+                        continue
                     assert sse.event == "job"
                     data = json.loads(sse.data)
                     items.append((int(sse.id), data))
