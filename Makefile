@@ -2,9 +2,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+TEST_TMP ?= /tmp/alallo-tests-$(shell id -u)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test install bench clean
+.PHONY: run test test-sqlite test-postgres install bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -28,9 +29,17 @@ STORELESS_TESTS := tests/actors tests/trainers tests/test_exports.py \
 	tests/alallo/test_plans.py tests/alallo/test_scheduler.py tests/alallo/test_client.py \
 	tests/alallo/test_cli.py tests/alallo/test_trainer_process.py tests/alallo/test_files.py
 
+# The two passes run at once (most of a test's time is spent waiting on servers and
+# trainers); each prints its report when it ends, and either failing fails `make test`.
 test: $(STAMP)
-	$(PY) -m pytest
-	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest $(addprefix --ignore=,$(STORELESS_TESTS))
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
+
+test-sqlite: $(STAMP)
+	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite
+
+test-postgres: $(STAMP)
+	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest --basetemp=$(TEST_TMP)/postgres \
+		$(addprefix --ignore=,$(STORELESS_TESTS))
 
 # Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 bench: $(STAMP)
