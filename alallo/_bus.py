@@ -5,6 +5,10 @@ publish). A subscriber gets items in ``seq`` order. Slow subscribers never
 slow the publisher or anyone else: each has a bounded buffer, and one that
 falls behind by more than that is marked *lagged*; it then reads what it
 missed from the store and subscribes again (see :func:`Runtime.stream`).
+
+With several processes, a change made by another process is not published
+here: its notice (:mod:`alallo._notify`) *nudges* the job's and the
+account's subscribers, which then read it from the store, as a lagged one does.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ class Subscription:
     _items: deque[Item] = field(default_factory=deque)
     _wakeup: trio.Event = field(default_factory=trio.Event)
     _lagged: bool = False
+
+    def _nudge(self) -> None:
+        self._lagged = True
+        self._items.clear()
+        self._wakeup.set()
 
     def _push(self, item: Item) -> None:
         if self._lagged:
@@ -89,6 +98,21 @@ class EventBus:
             if item.kind == "job":
                 for sub in self._by_account.get(account_id, ()):
                     sub._push(item)
+
+    def nudge(self, job_id: str, account_id: str) -> None:
+        """Tell the job's and the account's subscribers to read the store: another
+        process changed the job (they get :class:`Lagged` and catch up)."""
+        for sub in self._by_job.get(job_id, ()):
+            sub._nudge()
+        for sub in self._by_account.get(account_id, ()):
+            sub._nudge()
+
+    def nudge_all(self) -> None:
+        """Nudge every subscriber (notices of other processes may have been missed)."""
+        for table in (self._by_job, self._by_account):
+            for subs in table.values():
+                for sub in subs:
+                    sub._nudge()
 
     @contextmanager
     def subscribe(self, *, job_id: str | None = None,

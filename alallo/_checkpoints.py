@@ -7,9 +7,15 @@ a restarted or relocated incarnation starts from the job's last committed
 state, and after a crash of the whole server, from the same rows. The
 trainer's own checkpoint (the ``checkpoint`` field) is where training
 resumes.
+
+With several processes a snapshot is written with the lease epoch of the
+job (a fencing token, :mod:`alallo._cluster`): a process that lost the
+job's lease cannot overwrite it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ._job import Job
 from ._store import Store
@@ -20,18 +26,28 @@ __all__ = ["JobCheckpoints"]
 class JobCheckpoints:
     """A :class:`actors.CheckpointStore` keyed by job id, over the alallo store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store,
+                 epoch_of: Callable[[str], int | None] | None = None) -> None:
         self._store = store
+        self._epoch_of = epoch_of
 
     async def save(self, name: str, snapshot: object) -> None:
         """Commit a job actor's snapshot (its job); other actors keep no checkpoint here.
 
         Raises:
             TypeError: the snapshot is not a :class:`Job` named ``name``.
+            LeaseLost: another process holds the job's lease now (nothing written).
+
+        With ``epoch_of``, a job whose lease this process does not hold is not written.
         """
         if not isinstance(snapshot, Job) or snapshot.id != name:
             raise TypeError(f"a job checkpoint must be the Job {name!r}, got {snapshot!r}")
-        await self._store.save_job(snapshot)
+        if self._epoch_of is None:
+            await self._store.save_job(snapshot)
+            return
+        epoch = self._epoch_of(name)
+        if epoch is not None:
+            await self._store.save_job(snapshot, epoch=epoch)
 
     async def load(self, name: str) -> object | None:
         """The job's last committed state, or None (not a job)."""

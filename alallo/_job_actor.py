@@ -5,6 +5,11 @@ in through its mailbox (the trainer's lines, its exit, a cancel from a user,
 a limit reached), goes through the pure state machine, is persisted, and
 only then published. Cancel travels on the control lane, so it overtakes a
 backlog of progress lines.
+
+Across processes the actor writes with its node's lease epoch (a fencing
+token, :mod:`alallo._cluster`): when the store refuses a write
+(:class:`~alallo._store.LeaseLost`), another process has adopted the job, so
+the actor stops its trainer and stops without touching the job again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from ._job import Event, Job, LogLine
 from ._operator import JOB_RESTARTS
 from ._scheduler import Acquire, Grant, Release
 from ._spec import CommandTrainer, SimulatedTrainer
+from ._store import LeaseLost
 from ._status import EventType, JobStatus
 from ._trainer_process import TrainerProcess
 from .trainers import Error, Log, TrainerConfig, WandbConfig, parse_line
@@ -106,10 +112,13 @@ class JobActor(Actor[JobMessage]):
 
     control_messages: ClassVar[tuple[type, ...]] = (CancelJob, RescheduleJob)
 
-    def __init__(self, runtime: Runtime, job_id: str) -> None:
+    def __init__(self, runtime: Runtime, job_id: str, cause: str | None = None) -> None:
         super().__init__()
         self._rt = runtime
         self._job_id = job_id
+        self._cause = cause
+        """Why a running job starts again here (None: the server restarted)."""
+        self._fenced = False
         self._job: Job | None = None
         self._run_scope: trio.CancelScope | None = None
         self._published_state_seq = 0
@@ -133,6 +142,12 @@ class JobActor(Actor[JobMessage]):
             self._job = snapshot
 
     async def on_start(self) -> None:
+        try:
+            await self._start()
+        except LeaseLost as exc:
+            self._lose_lease(exc)
+
+    async def _start(self) -> None:
         job = self._job or await self._rt.store.get_job(self._job_id)
         if job is None:
             raise LookupError(f"job {self._job_id} is not in the store")
@@ -145,15 +160,37 @@ class JobActor(Actor[JobMessage]):
         else:
             running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
             again = ("its actor restarted after an error" if self.incarnation > 1
-                     else "the server restarted")
+                     else self._cause or "the server restarted")
             cause = job.restart_cause or (again if running else None)
+            if self._rt.cluster.take_cancel_request(job.id):
+                await self._apply(lifecycle.CancelRequested(now=time.time()))
+                if self._job is None or self.job.status.is_final or self._fenced:
+                    return
             self._start_run(cause)
+
+    def _lose_lease(self, exc: LeaseLost) -> None:
+        """Another process took the job: stop the trainer, then this actor, writing nothing."""
+        log.warning("job.lease_lost", job_id=self._job_id, epoch=exc.epoch)
+        self._fenced = True
+        self._rt.cluster.drop(self._job_id)
+        if self._run_scope is not None:
+            self._run_scope.cancel()
+        self.stop()
 
     def _start_run(self, cause: str | None) -> None:
         self._running = True
         self.nursery.start_soon(self._run, cause)
 
     async def handle(self, message: JobMessage) -> Any:
+        if self._fenced:
+            return None
+        try:
+            return await self._handle(message)
+        except LeaseLost as exc:
+            self._lose_lease(exc)
+            return None
+
+    async def _handle(self, message: JobMessage) -> Any:
         now = time.time()
         match message:
             case CancelJob():
@@ -213,6 +250,7 @@ class JobActor(Actor[JobMessage]):
             for event in events:
                 if event.type is EventType.JOB_ERROR:
                     self._rt.notify_operator(job.id, event.message)
+            self._rt.cluster.drop(job.id)
             self.stop()
             return
         stopping = job.status is JobStatus.CANCELLING or job.stop_reason is not None
@@ -237,7 +275,10 @@ class JobActor(Actor[JobMessage]):
     async def _persist(self, job: Job, events: tuple[Event, ...],
                        lines: tuple[LogLine, ...],
                        entries: tuple[LedgerEntry, ...]) -> tuple[float, float]:
-        balance = await self._rt.store.save_job(job, events, lines, entries)
+        epoch = self._rt.cluster.epoch_of(job.id)
+        if epoch is None:
+            raise LeaseLost(job.id, 0)
+        balance = await self._rt.store.save_job(job, events, lines, entries, epoch=epoch)
         self._job = job
         items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
         items += [Item(job.id, "log", line.n, line.public()) for line in lines]

@@ -39,17 +39,19 @@ from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
 from ._checkpoints import JobCheckpoints
+from ._cluster import ADOPTED_CAUSE, Claim, Cluster
+from ._notify import listen
 from ._estimate import estimate_price, estimate_time
 from ._plans import PlanOptions, plan_options, tokens_per_example
 from ._scheduler import Drain, QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
-from ._status import Message
+from ._status import JobStatus, Message
 from ._files import check_jsonl
 from ._job import Event, Job, LogLine, Plan, Progress
 from ._job_actor import CancelJob, JobActor, RescheduleJob
 from ._operator import notify_platform_failure
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._spec import JobSpec
-from ._store import FileRow, Store
+from ._store import FileRow, Store, StoreUnavailable
 from .settings import Settings
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
@@ -78,7 +80,8 @@ class Runtime:
 
     Use as ``async with Runtime(settings) as rt``; leaving the block stops
     every job actor and its trainer (jobs that were running continue from
-    their checkpoints when a runtime opens on the same data again).
+    their checkpoints when a runtime opens on the same data again, or at
+    once in another process on the same database: :mod:`alallo._cluster`).
     """
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -87,6 +90,10 @@ class Runtime:
         self.bus = EventBus()
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
+        self.cluster = Cluster(self.store, heartbeat_interval_s=self.settings.heartbeat_interval_s,
+                               lease_ttl_s=self.settings.lease_ttl_s,
+                               address=f"{self.settings.host}:{self.settings.port}")
+        self._registered = False
         self.scheduler: ActorRef[SchedulerMessage] | None = None
         self.api_key: str = ""
         self.api_key_created = False
@@ -102,14 +109,18 @@ class Runtime:
             folder.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(self.store.open)
         await self._ensure_local_account()
+        await self.cluster.register()
+        self._registered = True
+        self.store.announce_as = self.cluster.node_id
         self._background = await self._stack.enter_async_context(trio.open_nursery())
         self._supervisor = await self._stack.enter_async_context(
             open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY,
-                            checkpoints=JobCheckpoints(self.store)))
+                            checkpoints=JobCheckpoints(self.store, self.cluster.epoch_of)))
         self.scheduler = await self._supervisor.start_child(
             Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
-        for job in await self.store.live_jobs():
-            await self._start_actor(job.id)
+        for claim in await self.cluster.claim_expired():
+            await self._start_actor(claim.job_id)
+        await self._stack.enter_async_context(self._cluster_services())
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
@@ -117,7 +128,48 @@ class Runtime:
         try:
             await self._stack.__aexit__(exc_type, exc, tb)
         finally:
+            if self._registered:
+                with trio.CancelScope(shield=True), contextlib.suppress(StoreUnavailable):
+                    await self.cluster.leave()  # the others adopt our jobs at once
             self.store.close()
+
+    @contextlib.asynccontextmanager
+    async def _cluster_services(self) -> AsyncIterator[None]:
+        """Heartbeat and adoption, and on PostgreSQL the LISTEN of other processes' changes."""
+        async with trio.open_nursery() as nursery:
+            if self.store.is_postgres:
+                await nursery.start(partial(
+                    listen, self.store.url, self.cluster.node_id, self.bus,
+                    on_cancel=self._on_cancel_notice, on_connected=self._on_listening))
+            nursery.start_soon(self.cluster.run, self._adopt)
+            yield
+            nursery.cancel_scope.cancel()
+
+    async def _adopt(self, claims: list[Claim]) -> None:
+        """Run the jobs whose leases this process took from a stopped one (relocation)."""
+        for claim in claims:
+            if self._supervisor is not None and self._supervisor.lookup(claim.job_id) is None:
+                await self._start_actor(claim.job_id, cause=ADOPTED_CAUSE)
+
+    def _on_cancel_notice(self, job_id: str) -> None:
+        if self.cluster.owns(job_id) and self._background is not None:
+            self._background.start_soon(self._tell_cancel, job_id)
+
+    def _on_listening(self) -> None:
+        if self._background is not None:
+            self._background.start_soon(self._cancel_requested_jobs)
+
+    async def _cancel_requested_jobs(self) -> None:
+        # A cancel notice sent while this process was not listening is in the store.
+        with contextlib.suppress(StoreUnavailable):
+            for job_id in await self.cluster.owned_cancel_requests():
+                await self._tell_cancel(job_id)
+
+    async def _tell_cancel(self, job_id: str) -> None:
+        ref = self._supervisor.lookup(job_id) if self._supervisor else None
+        if ref is not None:
+            with contextlib.suppress(ActorStopped):
+                await ref.tell(CancelJob())
 
     async def _ensure_local_account(self) -> None:
         now = int(time.time())
@@ -262,7 +314,9 @@ class Runtime:
         )
         transition = lifecycle.apply(job, lifecycle.Created(now=now))
         job = transition.job
-        await self.store.save_job(job, transition.events, insert=True)
+        await self.store.save_job(job, transition.events, insert=True,
+                                  owner=self.cluster.node_id)
+        self.cluster.hold(job.id, 1)
         await self._start_actor(job.id)
         return job
 
@@ -382,7 +436,7 @@ class Runtime:
                                  param="hyperparameters.max_steps")
         return steps
 
-    async def _start_actor(self, job_id: str) -> None:
+    async def _start_actor(self, job_id: str, *, cause: str | None = None) -> None:
         if self._supervisor is None:
             raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
         job = await self.store.get_job(job_id)
@@ -390,7 +444,7 @@ class Runtime:
             row = await self.store.get_file(job.account_id, job.spec.training_file)
             if row is not None:
                 self._files[row.id] = row
-        await self._supervisor.start_child(JobActor, self, job_id, name=job_id,
+        await self._supervisor.start_child(JobActor, self, job_id, cause, name=job_id,
                                            restart=Restart.TRANSIENT)
 
     async def get_job(self, account_id: str, job_id: str) -> Job:
@@ -422,7 +476,24 @@ class Runtime:
                     return cast(Job, await ref.ask(CancelJob(), timeout=CANCEL_TIMEOUT_S))
                 except ActorStopped:
                     pass  # the job ended meanwhile: answer from what the store says
+            elif not self.cluster.owns(job_id):
+                return await self._cancel_elsewhere(account_id, job_id)
             job = await self.get_job(account_id, job_id)
+        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
+        return job
+
+    async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:
+        """Cancel a job another process owns: record the request (it survives that process)
+        and, on PostgreSQL, wait (bounded) until the owner has taken it."""
+        with self.bus.subscribe(job_id=job_id) as subscription:
+            await self.cluster.request_cancel(job_id)
+            job = await self.get_job(account_id, job_id)
+            if self.store.is_postgres:
+                with trio.move_on_after(CANCEL_TIMEOUT_S):
+                    while not (job.status is JobStatus.CANCELLING or job.status.is_final):
+                        with contextlib.suppress(Lagged):
+                            await subscription.receive_batch()
+                        job = await self.get_job(account_id, job_id)
         lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
         return job
 

@@ -29,7 +29,7 @@ from ._errors import AlalloError, NotFound
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
 
-__all__ = ["FileRow", "Store", "StoreUnavailable"]
+__all__ = ["FileRow", "LeaseLost", "Store", "StoreUnavailable"]
 
 T = TypeVar("T")
 
@@ -77,6 +77,21 @@ jobs = sa.Table(
     # The order of creation (``created_at`` has whole seconds, ids are random):
     # an identity on PostgreSQL, the next after the largest on SQLite.
     sa.Column("number", sa.BigInteger, sa.Identity(), nullable=False, index=True, unique=True),
+    # The job's lease (alallo._cluster): the node that runs its actor, and the
+    # fencing token that node writes with; a cancel asked through another node.
+    sa.Column("owner", sa.String(64), nullable=True, index=True),
+    sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+nodes = sa.Table(
+    # One row per alallo process (alallo._cluster): times are the database's clock, in s.
+    "nodes", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("address", sa.String(255), nullable=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
 )
 job_items = sa.Table(
     "job_items", metadata,
@@ -117,6 +132,7 @@ _JOB_STATE = sa.select(jobs.c.state).where(jobs.c.id == sa.bindparam("job_id"))
 _UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
     status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
     state=sa.bindparam("new_state"))
+_UPDATE_OWNED_JOB = _UPDATE_JOB.where(jobs.c.epoch == sa.bindparam("lease_epoch"))
 _INSERT_ITEMS = job_items.insert()
 _FEED_STATE = sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == sa.bindparam("job_id"))
 _LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
@@ -135,6 +151,10 @@ _INSERT_LEDGER = ledger.insert()
 _ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account_id")).values(
     balance=accounts.c.balance + sa.bindparam("delta", type_=sa.Float))
 
+_NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
+NOTIFY_CHANNEL = "alallo"
+"""The PostgreSQL channel of change notices: ``"<kind> <node> <job> <account>"`` payloads."""
+
 SQLITE_BUSY_MS = 5000
 """How long a SQLite write waits for another process's write to finish."""
 MIGRATION_WAIT_MS = 120_000
@@ -147,6 +167,21 @@ class StoreUnavailable(AlalloError):
     """The database could not be reached or refused the change."""
 
     code = "store_unavailable"
+
+
+class LeaseLost(AlalloError):
+    """A write carried a stale epoch: another process has taken the job's lease.
+
+    The store changed nothing. The writer must stop running the job (its
+    trainer included) and never write it again: the new owner runs it.
+    """
+
+    code = "lease_lost"
+
+    def __init__(self, job_id: str, epoch: int) -> None:
+        super().__init__(f"job {job_id}: the lease of epoch {epoch} was taken by another process")
+        self.job_id = job_id
+        self.epoch = epoch
 
 
 @dataclass(frozen=True)
@@ -199,6 +234,22 @@ class Store:
         if is_sqlite:
             sa.event.listen(self._engine, "connect", _sqlite_pragmas)
         self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
+        self.is_postgres = not is_sqlite and parsed.get_backend_name() == "postgresql"
+        self.announce_as: str | None = None
+        """The node id that signs change notices (``pg_notify``, PostgreSQL only); None: none sent."""
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The SQLAlchemy engine (for :mod:`alallo._cluster` and :mod:`alallo._notify`)."""
+        return self._engine
+
+    async def transaction(self, fn: Callable[[sa.Connection], T]) -> T:
+        """Run ``fn(connection)`` in one transaction, in a worker thread.
+
+        Raises:
+            StoreUnavailable: the database failed.
+        """
+        return await self._write(fn)
 
     def open(self) -> str:
         """Bring the schema to the newest revision (sync: runs once at start-up).
@@ -378,15 +429,25 @@ class Store:
 
     async def save_job(self, job: Job, events: Sequence[Event] = (),
                        log: Sequence[LogLine] = (), entries: Sequence[LedgerEntry] = (),
-                       *, insert: bool = False) -> tuple[float, float]:
+                       *, insert: bool = False, epoch: int | None = None,
+                       owner: str | None = None) -> tuple[float, float]:
         """Persist a job's new state with the events, log lines and ledger entries it made.
 
         One transaction: the job, its items, its ledger entries and the
         account's balance change together. A ledger entry already written
-        (same job, kind and first step) is not applied again.
+        (same job, kind and first step) is not applied again. On PostgreSQL,
+        with :attr:`announce_as` set, a ``pg_notify`` in the same transaction
+        tells the other processes on commit (:mod:`alallo._notify`).
+
+        Fencing (Kleppmann, "How to do distributed locking", 2016): with
+        ``epoch``, the job is written only if its row still has that epoch.
+        ``insert`` with ``owner`` creates the job leased to that node, epoch 1.
 
         Returns:
             The account's ``(balance, billing_limit)`` after the change.
+
+        Raises:
+            LeaseLost: the row's epoch is not ``epoch``; nothing was written.
         """
         values = {"status": job.status.value, "seq": job.seq, "state": job.model_dump_json()}
 
@@ -396,13 +457,21 @@ class Store:
                     # SQLite writes one at a time: the next number is free.
                     "number": sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1)
                     .scalar_subquery()}
+                lease = {} if owner is None else {"owner": owner, "epoch": 1}
                 c.execute(jobs.insert().values(id=job.id, account_id=job.account_id,
                                                created_at=job.created_at,
                                                training_file=job.spec.training_file,
-                                               **values, **number))
+                                               **values, **number, **lease))
             else:
-                c.execute(_UPDATE_JOB, {"job_id": job.id, "new_status": values["status"],
-                                        "new_seq": values["seq"], "new_state": values["state"]})
+                params = {"job_id": job.id, "new_status": values["status"],
+                          "new_seq": values["seq"], "new_state": values["state"]}
+                if epoch is None:
+                    c.execute(_UPDATE_JOB, params)
+                elif c.execute(_UPDATE_OWNED_JOB, {**params, "lease_epoch": epoch}).rowcount != 1:
+                    raise LeaseLost(job.id, epoch)
+            if self.announce_as is not None and self.is_postgres:
+                c.execute(_NOTIFY, {"channel": NOTIFY_CHANNEL,
+                                    "payload": f"j {self.announce_as} {job.id} {job.account_id}"})
             rows = [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
                      "data": e.model_dump_json()} for e in events]
             rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -97,6 +97,21 @@ class Settings(BaseSettings):
     """
     simulation_time_scale: float = Field(default=1.0, gt=0)
     """On simulated nodes, how many simulated seconds pass in one real second."""
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    """Seconds between a process's heartbeats in the store, which renew all its job
+    leases; each heartbeat also adopts the jobs of processes that stopped."""
+    lease_ttl_s: float = Field(default=10.0, gt=0)
+    """A process that has not heartbeat for this long is taken for dead: its jobs'
+    leases expire and another process adopts them (so a dead process's jobs move
+    within about ``lease_ttl_s + heartbeat_interval_s``)."""
+
+    @model_validator(mode="after")
+    def _lease_outlives_heartbeats(self) -> Settings:
+        if self.lease_ttl_s <= self.heartbeat_interval_s:
+            raise ValueError(
+                f"lease_ttl_s ({self.lease_ttl_s}) must be longer than heartbeat_interval_s "
+                f"({self.heartbeat_interval_s}), or live processes would lose their jobs")
+        return self
 
     @property
     def node_specs(self) -> list[NodeSpec]:

@@ -1,0 +1,112 @@
+"""Leases with fencing, at the store and at the job actor (PostgreSQL).
+
+A process whose lease was taken cannot write the job: the store refuses a
+stale epoch and leaves the row as it was; the job actor that is refused
+stops its trainer and stops, without touching the job again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import trio
+
+from alallo import Runtime, Settings
+from alallo._cluster import Cluster
+from alallo._job import Event, Job
+from alallo._store import LeaseLost, Store, jobs, nodes
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+
+
+def trainer_pids(job_id: str) -> list[int]:
+    """Processes (not zombies) whose command line names the job: its trainer."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if job_id.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def expire(store: Store, node_id: str) -> None:
+    """Make a node look dead: its last heartbeat long ago."""
+    with store.engine.begin() as c:
+        c.execute(nodes.update().where(nodes.c.id == node_id).values(heartbeat_at=0.0))
+
+
+def row(store: Store, job_id: str) -> tuple[str, int, str, int]:
+    with store.engine.connect() as c:
+        owner, epoch, seq, state = c.execute(
+            sa.select(jobs.c.owner, jobs.c.epoch, jobs.c.seq, jobs.c.state)
+            .where(jobs.c.id == job_id)).one()
+    return owner, int(epoch), state, int(seq)
+
+
+async def running_job(rt: Runtime) -> Job:
+    account = await rt.authenticate(rt.api_key)
+    file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+    job = await rt.create_job(account, {
+        "model": "alallo/tiny-gpt2", "training_file": file.id,
+        "hyperparameters": {"max_steps": 100_000},
+        "trainer": {"type": "simulated", "step_delay_s": 0.05}})
+    with trio.fail_after(60):
+        while (job := await rt.get_job(account, job.id)).progress.step < 3:
+            await trio.sleep(0.05)
+    return job
+
+
+async def test_a_process_whose_lease_was_taken_cannot_write(
+        tmp_path: Path, database_url: str) -> None:
+    # The runtime heartbeats rarely here, so that it cannot renew its node
+    # between the moment the test declares it dead and the other node's claim.
+    settings = Settings(data_dir=tmp_path, database_url=database_url,
+                        heartbeat_interval_s=30, lease_ttl_s=60)
+    async with Runtime(settings) as rt:
+        job = await running_job(rt)
+        assert trainer_pids(job.id)
+        owner, epoch, _, _ = row(rt.store, job.id)
+        assert (owner, epoch) == (rt.cluster.node_id, 1)
+
+        other = Cluster(rt.store, heartbeat_interval_s=30, lease_ttl_s=60)
+        await other.register()
+        assert await other.claim_expired() == [], "a live owner's lease is not taken"
+        await trio.to_thread.run_sync(expire, rt.store, rt.cluster.node_id)
+        claims = await other.claim_expired()
+        assert [(c.job_id, c.epoch, c.previous_owner) for c in claims] == [
+            (job.id, 2, rt.cluster.node_id)]
+        third = Cluster(rt.store, heartbeat_interval_s=30, lease_ttl_s=60)
+        await third.register()
+        assert await third.claim_expired() == [], "the new owner is alive: nothing to take"
+        taken = row(rt.store, job.id)
+        items = await rt.store.items_after(job.id, 0)
+
+        # The store: a write with the old epoch is refused, and changes nothing.
+        stale = job.model_copy(update={"seq": taken[3] + 5})
+        event = Event.model_validate({**(await rt.store.items_after(
+            job.id, 0, kinds=("event",), limit=1))[0][2], "seq": taken[3] + 5})
+        with pytest.raises(LeaseLost, match="epoch 1"):
+            await rt.store.save_job(stale, [event], epoch=1)
+        assert row(rt.store, job.id) == taken
+
+        # The actor: its next write is refused; it stops its trainer and itself.
+        with trio.fail_after(30):
+            while trainer_pids(job.id) or rt._supervisor.lookup(job.id) is not None:
+                await trio.sleep(0.05)
+        assert row(rt.store, job.id) == taken, "the old owner wrote nothing more"
+        assert await rt.store.items_after(job.id, 0) == items
+        assert not rt.cluster.owns(job.id)
+    try:
+        assert row(rt.store, job.id)[:2] == (other.node_id, 2), \
+            "leaving does not give up others' jobs"
+    finally:
+        rt.store.close()
