@@ -35,7 +35,7 @@ from ._spec import CommandTrainer, SimulatedTrainer
 from ._store import LeaseLost
 from ._status import EventType, JobStatus
 from ._trainer_process import TrainerProcess
-from .trainers import Error, Log, TrainerConfig, WandbConfig, parse_line
+from .trainers import Checkpoint, Error, Log, TrainerConfig, WandbConfig, parse_line
 
 if TYPE_CHECKING:
     from ._billing import LedgerEntry
@@ -227,6 +227,15 @@ class JobActor(Actor[JobMessage]):
             if message.text.strip():
                 job, line = lifecycle.append_log(self.job, message.text, now=now)
                 await self._persist(job, (), (line,), ())
+        elif isinstance(message, Checkpoint) and self._rt.checkpoint_storage.shared:
+            # Recorded only once any process can fetch it (checkpoint_url).
+            try:
+                await self._rt.checkpoint_storage.upload(self.job.id, Path(message.path))
+            except OSError as exc:
+                log.warning("job.checkpoint_not_shared", job_id=self.job.id,
+                            step=message.step, error=str(exc))
+                return
+            await self._apply(lifecycle.TrainerReported(message=message, now=now))
         else:
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
 
@@ -336,7 +345,11 @@ class JobActor(Actor[JobMessage]):
         workdir = self._rt.settings.jobs_dir.resolve() / job.id
         attempt_dir = workdir / f"attempt-{job.attempt + 1}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
-        payload = self._config(job, workdir, grant).model_dump_json(indent=2)
+        resume_from = None
+        if job.checkpoint is not None:  # maybe saved by another process: fetch it here
+            resume_from = await self._rt.checkpoint_storage.fetch(
+                job.id, job.checkpoint.path, workdir / "checkpoints")
+        payload = self._config(job, workdir, grant, resume_from).model_dump_json(indent=2)
         config_path = attempt_dir / "config.json"
         config_path.write_text(payload)
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -381,7 +394,8 @@ class JobActor(Actor[JobMessage]):
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))
 
-    def _config(self, job: Job, workdir: Path, grant: Grant) -> TrainerConfig:
+    def _config(self, job: Job, workdir: Path, grant: Grant,
+                resume_from: str | None) -> TrainerConfig:
         settings = self._rt.settings
         spec = job.spec
         hp = job.resolved_hyperparameters()
@@ -407,7 +421,7 @@ class JobActor(Actor[JobMessage]):
             data_format=self._rt.file_format(spec.training_file),
             output_dir=str(workdir / "model"),
             checkpoint_dir=str(workdir / "checkpoints"),
-            resume_from=job.checkpoint.path if job.checkpoint else None,
+            resume_from=resume_from,
             adapter=spec.adapter,
             precision=spec.precision,
             max_steps=job.max_steps,

@@ -38,6 +38,7 @@ from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
+from ._checkpoint_storage import CheckpointStorage
 from ._checkpoints import JobCheckpoints
 from ._cluster import ADOPTED_CAUSE, Claim, Cluster
 from ._notify import listen
@@ -90,6 +91,7 @@ class Runtime:
         self.bus = EventBus()
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
+        self.checkpoint_storage = CheckpointStorage(self.settings.checkpoint_url)
         self.cluster = Cluster(self.store, heartbeat_interval_s=self.settings.heartbeat_interval_s,
                                lease_ttl_s=self.settings.lease_ttl_s,
                                address=f"{self.settings.host}:{self.settings.port}")

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     """
     simulation_time_scale: float = Field(default=1.0, gt=0)
     """On simulated nodes, how many simulated seconds pass in one real second."""
+    checkpoint_url: str | None = None
+    """Where every process finds the jobs' checkpoints: None keeps them in the data dir
+    (share ``data_dir`` between processes: a shared path); an fsspec URL
+    (``s3://bucket/alallo``, ``file:///mnt/ckpt``) gets a copy of each checkpoint,
+    fetched by a process that resumes a job it did not run."""
     heartbeat_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between a process's heartbeats in the store, which renew all its job
     leases; each heartbeat also adopts the jobs of processes that stopped."""
