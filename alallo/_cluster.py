@@ -149,6 +149,14 @@ class Cluster:
         log.info("cluster.registered", node=self.node_id, host=self.host, pid=self.pid,
                  expired=dead)
 
+    async def set_address(self, address: str) -> None:
+        """Record where this node's gateway answers (known once it has bound its port)."""
+        self.address = address
+
+        def run(c: sa.Connection) -> None:
+            c.execute(nodes.update().where(nodes.c.id == self.node_id).values(address=address))
+        await self.store.transaction(run)
+
     async def heartbeat(self) -> None:
         """Renew this node's heartbeat, and so every lease it holds (one statement)."""
         def run(c: sa.Connection) -> None:

@@ -70,6 +70,7 @@ async def _run_server(settings: Settings, console: Console, *,
             runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
             sign_in=sign_in, task_status=task_status))
         url = binds[0].replace("0.0.0.0", "127.0.0.1")
+        await runtime.cluster.set_address(binds[0])
         key_file = (settings.data_dir / "api-key").resolve()
         console.print(f"alallo is serving at [bold]{url}[/bold]  (data in {settings.data_dir.resolve()})")
         if runtime.api_key_created:

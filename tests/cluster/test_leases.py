@@ -110,3 +110,23 @@ async def test_a_process_whose_lease_was_taken_cannot_write(
             "leaving does not give up others' jobs"
     finally:
         rt.store.close()
+
+
+def test_a_lease_shorter_than_the_heartbeat_is_refused_naming_both() -> None:
+    with pytest.raises(ValueError, match="lease_ttl_s .* heartbeat_interval_s"):
+        Settings(heartbeat_interval_s=5, lease_ttl_s=5)
+
+
+async def test_servers_register_as_nodes_with_their_address(
+        tmp_path: Path, database_url: str) -> None:
+    settings = Settings(data_dir=tmp_path, database_url=database_url)
+    async with Runtime(settings) as rt:
+        await rt.cluster.set_address("http://127.0.0.1:8123")
+        with rt.store.engine.connect() as c:
+            (node,) = c.execute(sa.select(nodes)).mappings().all()
+        assert node["id"] == rt.cluster.node_id and node["pid"] == os.getpid()
+        assert node["address"] == "http://127.0.0.1:8123"
+        assert node["heartbeat_at"] >= node["started_at"] > 0
+    with rt.store.engine.connect() as c:
+        assert c.execute(sa.select(nodes)).all() == [], "a clean stop removes the node"
+    rt.store.close()
