@@ -110,6 +110,8 @@ async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> N
             async for sse in events:
                 if sse.event == "done":
                     return
+                if not sse.data:  # a keep-alive comment (httpx-sse yields it after an id)
+                    continue
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
 
 
