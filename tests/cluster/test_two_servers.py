@@ -115,6 +115,22 @@ async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> N
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
 
 
+async def follow_account(client: httpx.AsyncClient, job_id: str, steps: list[int],
+                         enough: int) -> None:
+    """Read the account stream until job ``job_id`` has been seen at step ``enough``."""
+    async with aconnect_sse(client, "GET", "/v1/fine_tuning/stream",
+                            timeout=httpx.Timeout(120)) as source:
+        async with contextlib.aclosing(source.aiter_sse()) as events:
+            async for sse in events:
+                if not sse.data:
+                    continue
+                job = json.loads(sse.data)
+                if job.get("id") == job_id:
+                    steps.append(job["progress"]["step"])
+                    if steps[-1] >= enough:
+                        return
+
+
 def records(items: list[Item]) -> list[tuple[str, int, str]]:
     return [(kind, seq, data.get("type") or data.get("text") or "")
             for kind, seq, data in items if kind in {"event", "log"}]
@@ -124,6 +140,7 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
         cluster: tuple[LiveServer, LiveServer]) -> None:
     a, b = cluster
     seen: list[Item] = []
+    account_steps: list[int] = []
     async with connect(a) as on_a, connect(b) as on_b:
         file = (await upload(on_a, EXAMPLES / "sample.jsonl")).json()
         first = await submit(on_a, file["id"], 50)
@@ -131,12 +148,17 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
         doomed = await submit(on_a, file["id"], 5)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow, on_b, first["id"], seen)
+            nursery.start_soon(follow_account, on_b, first["id"], account_steps, 10)
             with trio.fail_after(60):
                 while (job := await job_of(on_b, first["id"]))["progress"]["step"] < 14:
                     await trio.sleep(0.05)
             assert (await job_of(on_b, queued["id"]))["status"] == "queued"
             assert any(kind == "job" and data["progress"]["step"] >= 10
                        for kind, _, data in seen), "B streams a job A runs, while A runs it"
+            with trio.fail_after(30):
+                while not account_steps or account_steps[-1] < 10:
+                    await trio.sleep(0.05)
+            assert account_steps == sorted(account_steps), "B's account stream follows it too"
             cancel = await on_b.post(f"/v1/fine_tuning/jobs/{doomed['id']}/cancel")
             assert cancel.status_code == 200, cancel.text
             assert cancel.json()["status"] in {"cancelling", "cancelled"}, \
