@@ -162,7 +162,7 @@ class Cluster:
         def run(c: sa.Connection) -> None:
             c.execute(nodes.update().where(nodes.c.id == self.node_id)
                       .values(heartbeat_at=_db_now(c)))
-        await self.store.transaction(run)
+        await self.store.transaction(run, queue=False)
 
     async def leave(self) -> None:
         """Give up every lease and the node (a clean stop): others adopt the jobs at once."""
@@ -228,23 +228,34 @@ class Cluster:
         await self.store.transaction(run)
 
     async def run(self, adopt: Callable[[list[Claim]], Awaitable[None]]) -> None:
-        """Heartbeat and adopt expired leases forever (a background task).
+        """Heartbeat, and adopt expired leases, forever (a background task).
 
+        The heartbeat has a task of its own, so that adopting many jobs
+        (which takes a while) never delays it past this node's own lease.
         A failed heartbeat or scan (the database is away) is logged and tried
         again at the next beat; the leases then expire elsewhere, and the
         fencing tokens stop this node's actors at their next write.
         """
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._beat)
+            while True:
+                await trio.sleep(self.heartbeat_interval_s)
+                started = time.monotonic()
+                try:
+                    claims = await self.claim_expired()
+                except Exception as exc:  # noqa: BLE001 - the next scan tries again
+                    log.warning("cluster.scan_failed", node=self.node_id, error=str(exc))
+                    continue
+                if claims:
+                    log.info("cluster.adopted", node=self.node_id, jobs=len(claims),
+                             from_nodes=sorted({c.previous_owner or "-" for c in claims}),
+                             scan_s=round(time.monotonic() - started, 3))
+                    await adopt(claims)
+
+    async def _beat(self) -> None:
         while True:
             await trio.sleep(self.heartbeat_interval_s)
-            started = time.monotonic()
             try:
                 await self.heartbeat()
-                claims = await self.claim_expired()
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
                 log.warning("cluster.heartbeat_failed", node=self.node_id, error=str(exc))
-                continue
-            if claims:
-                log.info("cluster.adopted", node=self.node_id, jobs=len(claims),
-                         from_nodes=sorted({c.previous_owner or "-" for c in claims}),
-                         scan_s=round(time.monotonic() - started, 3))
-                await adopt(claims)

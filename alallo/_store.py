@@ -243,13 +243,19 @@ class Store:
         """The SQLAlchemy engine (for :mod:`alallo._cluster` and :mod:`alallo._notify`)."""
         return self._engine
 
-    async def transaction(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def transaction(self, fn: Callable[[sa.Connection], T], *,
+                          queue: bool = True) -> T:
         """Run ``fn(connection)`` in one transaction, in a worker thread.
+
+        ``queue=False`` skips the queue of the store's other calls (a
+        heartbeat must not wait behind a backlog of job writes).
 
         Raises:
             StoreUnavailable: the database failed.
         """
-        return await self._write(fn)
+        if queue:
+            return await self._write(fn)
+        return await trio.to_thread.run_sync(self._sync_tx, fn)
 
     def open(self) -> str:
         """Bring the schema to the newest revision (sync: runs once at start-up).
