@@ -152,6 +152,10 @@ class Runtime:
         for claim in claims:
             if self._supervisor is not None and self._supervisor.lookup(claim.job_id) is None:
                 await self._start_actor(claim.job_id, cause=ADOPTED_CAUSE)
+            elif self.cluster.take_cancel_request(claim.job_id):
+                # Its actor runs here still (this process's heartbeat was late): it
+                # writes with the new epoch now, and takes the cancel asked meanwhile.
+                await self._tell_cancel(claim.job_id)
 
     def _on_cancel_notice(self, job_id: str) -> None:
         if self.cluster.owns(job_id) and self._background is not None:

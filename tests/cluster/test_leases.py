@@ -130,3 +130,27 @@ async def test_servers_register_as_nodes_with_their_address(
     with rt.store.engine.connect() as c:
         assert c.execute(sa.select(nodes)).all() == [], "a clean stop removes the node"
     rt.store.close()
+
+
+async def test_an_adopted_job_takes_the_cancel_asked_while_its_owner_was_gone(
+        tmp_path: Path, database_url: str) -> None:
+    # Two runtimes in one process on one database; A is declared dead while a
+    # cancel is recorded for its job, and B, starting, adopts the job.
+    slow = {"database_url": database_url, "heartbeat_interval_s": 30, "lease_ttl_s": 60}
+    async with Runtime(Settings(data_dir=tmp_path / "a", **slow)) as a:
+        job = await running_job(a)
+        with a.store.engine.begin() as c:
+            c.execute(jobs.update().where(jobs.c.id == job.id).values(cancel_requested=True))
+        await trio.to_thread.run_sync(expire, a.store, a.cluster.node_id)
+        async with Runtime(Settings(data_dir=tmp_path / "b", api_key=a.api_key, **slow)) as b:
+            with trio.fail_after(30):
+                done = await b.wait_for_final(job.account_id, job.id)
+            assert done.status.value == "cancelled"
+            with trio.fail_after(30):
+                while trainer_pids(job.id) or a._supervisor.lookup(job.id) is not None:
+                    await trio.sleep(0.05)
+            owner, epoch, _, _ = row(b.store, job.id)
+            assert (owner, epoch) == (b.cluster.node_id, 2)
+            events = [e.type.value for e in (await b.list_events(job.account_id, job.id,
+                                                                 limit=100))[0]]
+            assert events.count("CANCEL_REQUESTED") == 1 and "JOB_RESTARTED" not in events
