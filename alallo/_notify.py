@@ -65,7 +65,7 @@ async def listen(url: str, node_id: str, bus: EventBus, *,
             await trio.sleep(RECONNECT_S)
             continue
         try:
-            connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            await trio.to_thread.run_sync(connection.execute, f"LISTEN {NOTIFY_CHANNEL}")
             bus.nudge_all()
             on_connected()
             if not started:
