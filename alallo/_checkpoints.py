@@ -15,7 +15,7 @@ job's lease cannot overwrite it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ._job import Job
 from ._store import Store
@@ -30,6 +30,15 @@ class JobCheckpoints:
                  epoch_of: Callable[[str], int | None] | None = None) -> None:
         self._store = store
         self._epoch_of = epoch_of
+        self._primed: dict[str, Job] = {}
+
+    def prime(self, jobs: Iterable[Job]) -> None:
+        """Hand over jobs already read from the store (in bulk, at recovery).
+
+        The next :meth:`load` of each answers from memory, once; later loads
+        (an actor restarting after an error) read the store again.
+        """
+        self._primed.update((job.id, job) for job in jobs)
 
     async def save(self, name: str, snapshot: object) -> None:
         """Commit a job actor's snapshot (its job); other actors keep no checkpoint here.
@@ -51,4 +60,7 @@ class JobCheckpoints:
 
     async def load(self, name: str) -> object | None:
         """The job's last committed state, or None (not a job)."""
+        primed = self._primed.pop(name, None)
+        if primed is not None:
+            return primed
         return await self._store.get_job(name)

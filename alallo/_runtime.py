@@ -21,6 +21,7 @@ import hashlib
 import math
 import time
 import uuid
+from collections import deque
 from functools import partial
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
@@ -103,6 +104,13 @@ class Runtime:
         self._supervisor: Supervisor | None = None
         self._background: trio.Nursery | None = None
         self._files: dict[str, FileRow] = {}
+        self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
+        self._starter: trio.Nursery | None = None
+        self._recovering = False
+        """Job actors are still being started in the background (see :meth:`_start_queued`)."""
+        self._start_queue: deque[tuple[Job, str | None]] = deque()
+        self._pending_starts: dict[str, trio.Event] = {}
+        """Jobs whose actor waits in the start queue: set once it has started (or failed to)."""
 
     async def __aenter__(self) -> Runtime:
         settings = self.settings
@@ -117,11 +125,14 @@ class Runtime:
         self._background = await self._stack.enter_async_context(trio.open_nursery())
         self._supervisor = await self._stack.enter_async_context(
             open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY,
-                            checkpoints=JobCheckpoints(self.store, self.cluster.epoch_of)))
+                            checkpoints=self._checkpoints))
         self.scheduler = await self._supervisor.start_child(
             Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
-        for claim in await self.cluster.claim_expired():
-            await self._start_actor(claim.job_id)
+        self._starter = await self._stack.enter_async_context(trio.open_nursery())
+        self._stack.callback(self._starter.cancel_scope.cancel)  # at exit: stop starting first
+        # Recovery: the live jobs are read in bulk and their actors start in the
+        # background; the runtime serves at once.
+        await self._queue_starts([claim.job_id for claim in await self.cluster.claim_expired()])
         await self._stack.enter_async_context(self._cluster_services())
         return self
 
@@ -149,13 +160,87 @@ class Runtime:
 
     async def _adopt(self, claims: list[Claim]) -> None:
         """Run the jobs whose leases this process took from a stopped one (relocation)."""
+        fresh = []
         for claim in claims:
             if self._supervisor is not None and self._supervisor.lookup(claim.job_id) is None:
-                await self._start_actor(claim.job_id, cause=ADOPTED_CAUSE)
+                fresh.append(claim.job_id)
             elif self.cluster.take_cancel_request(claim.job_id):
                 # Its actor runs here still (this process's heartbeat was late): it
                 # writes with the new epoch now, and takes the cancel asked meanwhile.
                 await self._tell_cancel(claim.job_id)
+        await self._queue_starts(fresh, cause=ADOPTED_CAUSE)
+
+    async def _queue_starts(self, job_ids: list[str], cause: str | None = None) -> None:
+        """Start the actors of these jobs in the background, oldest first (recovery, adoption).
+
+        The jobs and their files are read in two queries and the checkpoint
+        store is primed with them, so no store read happens per job. Requests
+        for a job whose actor has not started yet read the store as usual; a
+        cancel waits for its actor (:meth:`_actor_started`).
+        """
+        if not job_ids:
+            return
+        jobs = await self.store.jobs_by_id(job_ids)
+        missing = [job.spec.training_file for job in jobs
+                   if job.spec.training_file not in self._files]
+        for row in await self.store.files_by_id(missing):
+            self._files[row.id] = row
+        self._checkpoints.prime(jobs)
+        for job in jobs:
+            self._enqueue(job, cause)
+
+    def _enqueue(self, job: Job, cause: str | None) -> None:
+        self._pending_starts.setdefault(job.id, trio.Event())
+        self._start_queue.append((job, cause))
+        if not self._recovering and self._starter is not None:
+            self._recovering = True
+            self._starter.start_soon(self._start_queued)
+
+    async def _start_queued(self) -> None:
+        """Start the queued actors one after the other, until the queue is empty.
+
+        One after the other (each ``start_child`` returns once the actor's
+        ``on_start`` has, which for a queued or running job only starts its
+        run task), so queued jobs ask the scheduler for capacity in their
+        order, and jobs created meanwhile join the end, behind them.
+        """
+        started = time.monotonic()
+        count = 0
+        try:
+            while self._start_queue:
+                job, cause = self._start_queue.popleft()
+                try:
+                    if self._supervisor is not None and self._supervisor.lookup(job.id) is None:
+                        await self._start_actor(job.id, job, cause=cause)
+                        count += 1
+                except ActorStopped:
+                    return  # the runtime is closing
+                except Exception:
+                    log.exception("job.start_failed", job_id=job.id)
+                finally:
+                    event = self._pending_starts.pop(job.id, None)
+                    if event is not None:
+                        event.set()
+        finally:
+            self._recovering = False
+        log.info("runtime.actors_started", jobs=count,
+                 seconds=round(time.monotonic() - started, 3))
+
+    async def _actor_started(self, job_id: str) -> None:
+        """Wait until the job's actor has started, if it waits in the start queue."""
+        event = self._pending_starts.get(job_id)
+        if event is not None:
+            await event.wait()
+
+    @property
+    def recovering(self) -> bool:
+        """True while actors of recovered (or adopted) jobs are still being started.
+
+        The runtime serves meanwhile: reads answer from the store, a cancel
+        waits for the job's actor, and a job created meanwhile starts after
+        the recovered ones.
+        """
+        return self._recovering
 
     def _on_cancel_notice(self, job_id: str) -> None:
         if self.cluster.owns(job_id) and self._background is not None:
@@ -172,6 +257,7 @@ class Runtime:
                 await self._tell_cancel(job_id)
 
     async def _tell_cancel(self, job_id: str) -> None:
+        await self._actor_started(job_id)
         ref = self._supervisor.lookup(job_id) if self._supervisor else None
         if ref is not None:
             with contextlib.suppress(ActorStopped):
@@ -323,7 +409,11 @@ class Runtime:
         await self.store.save_job(job, transition.events, insert=True,
                                   owner=self.cluster.node_id)
         self.cluster.hold(job.id, 1)
-        await self._start_actor(job.id)
+        self._checkpoints.prime([job])  # its actor starts from it without reading it back
+        if self._recovering:
+            self._enqueue(job, None)  # behind the recovered jobs: it must not overtake them
+        else:
+            await self._start_actor(job.id, job)
         return job
 
     async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -442,10 +532,12 @@ class Runtime:
                                  param="hyperparameters.max_steps")
         return steps
 
-    async def _start_actor(self, job_id: str, *, cause: str | None = None) -> None:
+    async def _start_actor(self, job_id: str, job: Job | None = None, *,
+                           cause: str | None = None) -> None:
         if self._supervisor is None:
             raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
-        job = await self.store.get_job(job_id)
+        if job is None:
+            job = await self.store.get_job(job_id)
         if job is not None and job.spec.training_file not in self._files:
             row = await self.store.get_file(job.account_id, job.spec.training_file)
             if row is not None:
@@ -476,6 +568,7 @@ class Runtime:
         """
         job = await self.get_job(account_id, job_id)
         if not job.status.is_final:
+            await self._actor_started(job_id)
             ref = self._supervisor.lookup(job_id) if self._supervisor else None
             if ref is not None:
                 try:

@@ -411,6 +411,17 @@ class Store:
             return FileRow(**row._mapping) if row else None
         return await self._read(run)
 
+    async def files_by_id(self, file_ids: Sequence[str]) -> list[FileRow]:
+        """The files with these ids, of any account (in bulk, for recovery); unknown ids are left out."""
+        def run(c: sa.Connection) -> list[FileRow]:
+            wanted = list(dict.fromkeys(file_ids))
+            found: list[FileRow] = []
+            for start in range(0, len(wanted), 500):  # bound the IN list
+                rows = c.execute(sa.select(files).where(files.c.id.in_(wanted[start:start + 500])))
+                found += [FileRow(**r._mapping) for r in rows]
+            return found
+        return await self._read(run)
+
     async def list_files(self, account_id: str) -> list[FileRow]:
         """The account's files, newest first."""
         def run(c: sa.Connection) -> list[FileRow]:
@@ -535,6 +546,18 @@ class Store:
         def run(c: sa.Connection) -> dict[str, int]:
             rows = c.execute(sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status))
             return {str(status): int(n) for status, n in rows}
+        return await self._read(run)
+
+    async def jobs_by_id(self, job_ids: Sequence[str]) -> list[Job]:
+        """The jobs with these ids (in bulk, for recovery), in the order they were created."""
+        def run(c: sa.Connection) -> list[Job]:
+            wanted = list(dict.fromkeys(job_ids))
+            found: list[tuple[int, Job]] = []
+            for start in range(0, len(wanted), 500):  # bound the IN list
+                rows = c.execute(sa.select(jobs.c.number, jobs.c.state)
+                                 .where(jobs.c.id.in_(wanted[start:start + 500])))
+                found += [(int(n), Job.model_validate_json(state)) for n, state in rows]
+            return [job for _, job in sorted(found, key=lambda pair: pair[0])]
         return await self._read(run)
 
     async def live_jobs(self) -> list[Job]:
