@@ -7,6 +7,7 @@ here the runtime is closed with jobs running and queued, and opened again.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -36,14 +37,34 @@ async def test_requests_during_recovery_are_answered_and_queued_jobs_keep_their_
         assert [(await rt.get_job(account, j.id)).status for j in queued] == [
             JobStatus.QUEUED] * 3
 
-    async with Runtime(settings) as rt:
-        # The runtime serves before its job actors have started.
-        assert rt.recovering
+    rt = Runtime(settings)
+    # Hold the actors' starts until the requests below are in, so that they meet
+    # the recovery at work whatever the backend's speed.
+    gate = trio.Event()
+    start_actor = rt._start_actor
+
+    async def gated_start(*args: Any, **kwargs: Any) -> None:
+        await gate.wait()
+        await start_actor(*args, **kwargs)
+
+    rt._start_actor = gated_start  # type: ignore[method-assign]
+    async with rt:
+        assert rt.recovering  # the runtime serves before its job actors have started
         first, cancelled, last = queued
         assert (await rt.get_job(account, running.id)).status is JobStatus.RUNNING
-        assert (await rt.cancel_job(account, cancelled.id)).status in {
-            JobStatus.CANCELLING, JobStatus.CANCELLED}
         late = await rt.create_job(account, simulated(file.id, 2, 0.0))
+        assert late.status is JobStatus.QUEUED
+        async with trio.open_nursery() as nursery:
+            answers: list[JobStatus] = []
+
+            async def cancel() -> None:
+                answers.append((await rt.cancel_job(account, cancelled.id)).status)
+
+            nursery.start_soon(cancel)
+            await trio.sleep(0.05)
+            assert not answers  # the cancel waits for the job's actor
+            gate.set()
+        assert answers[0] in {JobStatus.CANCELLING, JobStatus.CANCELLED}
         with trio.fail_after(30):
             while rt.recovering or len(queue := (await rt.capacity())["queue"]) < 3:
                 await trio.sleep(0.01)  # until every actor has asked for capacity
