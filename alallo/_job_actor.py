@@ -358,7 +358,7 @@ class JobActor(Actor[JobMessage]):
         process = TrainerProcess(
             self._command(config_path, grant), cwd=attempt_dir,
             output_log=attempt_dir / "trainer-output.log",
-            grace_s=self._rt.settings.cancel_grace_s,
+            grace_s=self._rt.settings.cancel_grace_s, warm=self._rt.settings.warm_trainers,
         )
         async with trio.open_nursery() as run:
             run.start_soon(self._watch_limits, job.ran_s)

@@ -11,6 +11,11 @@ the parent-death signal fires when the *thread* that forked the child ends
 (prctl(2)), so trio's thread cache retiring that worker after ~10 idle
 seconds killed every trainer. We fork from the Trio thread instead (a few
 milliseconds of blocking per job start) and wait on a pidfd, as trio does.
+
+With ``warm=True`` a built-in trainer (``python -m alallo.trainers.trl``) is
+forked from a warm process that has imported its libraries already
+(:mod:`alallo._warm`), with the same guarantees; any other command, or a
+warm process that cannot take the job, starts cold as above.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import trio
+
+from . import _warm
 
 __all__ = ["TrainerProcess"]
 
@@ -37,6 +45,36 @@ def _die_with_parent() -> None:  # runs in the child, between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+class _Child(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+class _ColdChild:
+    """A trainer this server forked and exec'd itself."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.pid = process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    async def wait(self) -> int:
+        """Wait for the child to exit without blocking Trio (a pidfd becomes readable)."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        pidfd = os.pidfd_open(self.process.pid)
+        try:
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return self.process.wait()
+
+
 class TrainerProcess:
     """One run of a trainer command.
 
@@ -45,11 +83,17 @@ class TrainerProcess:
         cwd: working directory of the trainer.
         output_log: a file that gets every byte the trainer printed (for operators).
         grace_s: seconds between SIGTERM and SIGKILL when stopping.
+        env: variables added to the server's environment for the trainer.
+        warm: fork a built-in trainer from a warm process (``ALALLO_WARM_TRAINERS``).
     """
 
     def __init__(self, command: Sequence[str], *, cwd: Path, output_log: Path,
-                 grace_s: float, env: dict[str, str] | None = None) -> None:
+                 grace_s: float, env: dict[str, str] | None = None,
+                 warm: bool = False) -> None:
         self.command = list(command)
+        self.warm = warm
+        self.started_warm = False
+        """Whether this run's trainer was forked from a warm process."""
         self.cwd = cwd
         self.output_log = output_log
         self.grace_s = grace_s
@@ -68,11 +112,17 @@ class TrainerProcess:
                **(self.env or {})}
         read_end, write_end = os.pipe()
         try:
-            process = subprocess.Popen(
-                self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=write_end, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )
+            process: _Child | None = None
+            if self.warm:
+                process = await _warm.fork_trainer(self.command, cwd=self.cwd, env=env,
+                                                   output=write_end)
+                self.started_warm = process is not None
+            if process is None:
+                process = _ColdChild(subprocess.Popen(
+                    self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
+                    stdout=write_end, stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=_die_with_parent,
+                ))
         except BaseException:
             os.close(read_end)
             raise
@@ -94,34 +144,22 @@ class TrainerProcess:
                         await on_line(line.decode("utf-8", "replace").rstrip("\r"))
                 if pending:
                     await on_line(pending.decode("utf-8", "replace"))
-            self.returncode = await _wait(process)
+            self.returncode = await process.wait()
             return self.returncode
         finally:
-            if process.poll() is None:
+            if (code := process.poll()) is None:
                 with trio.CancelScope(shield=True):
                     self.returncode = await self._stop(process)
             else:
-                self.returncode = process.returncode
+                self.returncode = code
             _kill_group(process.pid, signal.SIGKILL)
 
-    async def _stop(self, process: subprocess.Popen[bytes]) -> int:
+    async def _stop(self, process: _Child) -> int:
         _kill_group(process.pid, signal.SIGTERM)
         with trio.move_on_after(self.grace_s):
-            return await _wait(process)
+            return await process.wait()
         _kill_group(process.pid, signal.SIGKILL)
-        return await _wait(process)
-
-
-async def _wait(process: subprocess.Popen[bytes]) -> int:
-    """Wait for the child to exit without blocking Trio (a pidfd becomes readable)."""
-    if process.poll() is not None:
-        return process.returncode
-    pidfd = os.pidfd_open(process.pid)
-    try:
-        await trio.lowlevel.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
-    return process.wait()
+        return await process.wait()
 
 
 def _kill_group(pid: int, sig: signal.Signals) -> None:

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     """The interpreter that runs the built-in trainers."""
     max_concurrent_jobs: int = Field(default=1, ge=1)
     """How many jobs the local CPU node trains at once; the rest wait in the queue."""
+    warm_trainers: bool = True
+    """Fork the built-in trainers from a warm process that has imported their libraries
+    once (a TRL job's first step comes seconds sooner); false starts each one cold."""
     cancel_grace_s: float = Field(default=5.0, ge=0)
     """Seconds a trainer gets after SIGTERM before it is killed (SIGKILL)."""
     max_upload_bytes: int = Field(default=512 * 1024 * 1024, gt=0)

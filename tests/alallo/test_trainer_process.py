@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
+from alallo import _warm
 from alallo._trainer_process import TrainerProcess
 
 
@@ -88,3 +91,126 @@ async def test_missing_command_raises(tmp_path: Path) -> None:
     except FileNotFoundError:
         return
     raise AssertionError("a missing command must raise FileNotFoundError")
+
+
+# -- warm trainers: forked from a process that has imported the trainer already --------
+
+STUB_TRAINER = '''
+import os, signal, subprocess, sys, time
+
+def main(argv):
+    if argv[0] == "report":
+        print(os.getcwd())
+        print(os.environ.get("STUB_VAR"))
+        print(os.getpgid(0) == os.getpid())
+        print(open("/proc/self/cmdline", "rb").read().replace(b"\\0", b" ").decode().strip())
+        print("err", file=sys.stderr)
+        return 3
+    if argv[0] == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print(child.pid, flush=True)
+    time.sleep(60)
+    return 0
+'''
+
+
+@pytest.fixture
+def stub_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A trainer module ``main(argv)`` the warm process may serve, named for this test."""
+    name = f"stub_trainer_{os.getpid()}_{tmp_path.name.replace('-', '_')}"
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / f"{name}.py").write_text(STUB_TRAINER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(_warm, "WARM_MODULES", {*_warm.WARM_MODULES, name})
+    return name
+
+
+def warm_process_of(module: str) -> _warm.WarmProcess:
+    found = [w for w in _warm.warm_processes() if w.module == module and w.alive()]
+    assert len(found) == 1
+    return found[0]
+
+
+async def test_a_warm_trainer_gets_its_cwd_env_group_title_and_exit_code(
+        tmp_path: Path, stub_module: str) -> None:
+    command = [sys.executable, "-m", stub_module, "report"]
+    process = TrainerProcess(command, cwd=tmp_path, output_log=tmp_path / "out.log", grace_s=1,
+                             env={"STUB_VAR": "job-1"}, warm=True)
+    lines: list[str] = []
+
+    async def collect(line: str) -> None:
+        lines.append(line)
+
+    assert await process.run(collect) == 3
+    assert process.started_warm
+    assert lines == [str(tmp_path), "job-1", "True", " ".join(command), "err"]
+    assert (tmp_path / "out.log").read_text() == "\n".join(lines) + "\n"
+    warm = warm_process_of(stub_module)
+    assert process.pid != warm.pid
+
+
+async def test_cancel_stops_a_warm_trainers_whole_group(tmp_path: Path, stub_module: str) -> None:
+    process = TrainerProcess([sys.executable, "-m", stub_module, "stubborn"], cwd=tmp_path,
+                             output_log=tmp_path / "out.log", grace_s=0.5, warm=True)
+    grandchild: list[int] = []
+
+    async def collect(line: str) -> None:
+        grandchild.append(int(line))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(process.run, collect)
+            while not grandchild:
+                await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+    assert process.started_warm
+    assert process.pid is not None and not alive(process.pid)
+    with trio.move_on_after(5):
+        while alive(grandchild[0]):
+            await trio.sleep(0.05)
+    assert not alive(grandchild[0]), "the trainer's own children stop too"
+    assert process.returncode == -9
+    assert warm_process_of(stub_module).alive(), "the warm process serves the next job"
+
+
+SERVER = '''
+import sys, trio
+from pathlib import Path
+from alallo import _warm
+from alallo._trainer_process import TrainerProcess
+
+async def main(module, cwd):
+    process = TrainerProcess([sys.executable, "-m", module, "sleep"], cwd=Path(cwd),
+                             output_log=Path(cwd) / "out.log", grace_s=1, warm=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(process.run, lambda line: trio.sleep(0))
+        while process.pid is None:
+            await trio.sleep(0.01)
+        print(process.pid, _warm.warm_processes()[0].pid, flush=True)
+
+_warm.WARM_MODULES.add(sys.argv[1])
+trio.run(main, sys.argv[1], sys.argv[2])
+'''
+
+
+async def test_kill_9_of_the_server_leaves_no_warm_process_and_no_trainer(
+        tmp_path: Path, stub_module: str) -> None:
+    server = subprocess.Popen([sys.executable, "-c", SERVER, stub_module, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = await trio.to_thread.run_sync(server.stdout.readline)
+        trainer, warm = (int(pid) for pid in line.split())
+        assert alive(trainer) and alive(warm)
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+    with trio.move_on_after(10):
+        while alive(trainer) or alive(warm):
+            await trio.sleep(0.05)
+    assert not alive(warm), "the warm process dies with the server"
+    assert not alive(trainer), "the trainer dies with the warm process"
