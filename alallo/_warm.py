@@ -171,10 +171,13 @@ async def fork_trainer(command: Sequence[str], *, cwd: Path, env: dict[str, str]
     request = {"argv": list(command[3:]), "cwd": str(cwd), "env": env,
                "title": shlex.join(command)}
     try:
-        sent = warm.send(request, [output, write_end])
-        if not sent:  # it died since the last job: start another, once
+        if not warm.alive():  # first use, or it died since the last job
             warm.start()
-            sent = warm.send(request, [output, write_end])
+        # Not sent: it died just now, or is far behind; the next job starts another.
+        sent = warm.send(request, [output, write_end])
+    except BaseException:  # it could not be started (the interpreter is missing)
+        os.close(read_end)
+        raise
     finally:
         os.close(write_end)
     status = trio.lowlevel.FdStream(read_end)

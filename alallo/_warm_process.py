@@ -60,6 +60,7 @@ PRELOAD: dict[str, tuple[str, ...]] = {
     "alallo.trainers.trl": (
         "torch", "transformers", "datasets", "peft", "trl",
         "trl.trainer.sft_config", "trl.trainer.sft_trainer", "alallo.trainers.trl",
+        "transformers.models.gpt2.modeling_gpt2",  # the built-in model's architecture
     ),
     "alallo.trainers.simulated": ("alallo.trainers.simulated",),
 }

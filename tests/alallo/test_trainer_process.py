@@ -98,6 +98,9 @@ async def test_missing_command_raises(tmp_path: Path) -> None:
 STUB_TRAINER = '''
 import os, signal, subprocess, sys, time
 
+if os.environ.get("STUB_BREAK_WARM") and sys.argv[0].endswith("_warm_process.py"):
+    raise RuntimeError("this module cannot be imported in a warm process")
+
 def main(argv):
     if argv[0] == "report":
         print(os.getcwd())
@@ -112,6 +115,9 @@ def main(argv):
         print(child.pid, flush=True)
     time.sleep(60)
     return 0
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
 '''
 
 
@@ -173,6 +179,21 @@ async def test_cancel_stops_a_warm_trainers_whole_group(tmp_path: Path, stub_mod
     assert not alive(grandchild[0]), "the trainer's own children stop too"
     assert process.returncode == -9
     assert warm_process_of(stub_module).alive(), "the warm process serves the next job"
+
+
+async def test_a_warm_process_that_cannot_fork_the_trainer_starts_it_cold(
+        tmp_path: Path, stub_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUB_BREAK_WARM", "1")  # the warm process dies while it imports
+    process = TrainerProcess([sys.executable, "-m", stub_module, "report"], cwd=tmp_path,
+                             output_log=tmp_path / "out.log", grace_s=1, warm=True)
+    lines: list[str] = []
+
+    async def collect(line: str) -> None:
+        lines.append(line)
+
+    assert await process.run(collect) == 3
+    assert not process.started_warm
+    assert lines[:3] == [str(tmp_path), "None", "True"] and lines[-1] == "err"
 
 
 SERVER = '''
