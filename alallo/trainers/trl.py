@@ -28,7 +28,12 @@ the GPU supports it; elsewhere on the CPU in fp32.
 
 Start-up is dominated by importing torch, transformers, peft and TRL (about
 6 s on a CPU machine): the data file is read and checked first, with the
-standard library only, so a bad file fails in well under a second.
+standard library only, so a bad file fails in well under a second. The
+runtime skips that cost: it forks this trainer from a warm process that has
+imported those libraries once, and calls :func:`main` there
+(:mod:`alallo._warm_process`). Each run is a fresh fork, so nothing one
+run changes is seen by the next; what must hold is that importing this module
+initialises no CUDA (a CUDA context does not survive a fork).
 """
 
 from __future__ import annotations
