@@ -34,10 +34,13 @@ Environment variables that libraries read at import time (``HF_HOME``, the
 offline switches) are those of the server when this process started; each
 child then gets its job's full environment before the trainer runs.
 
-The process is single-threaded on purpose (one ``selectors`` loop over the
-socket and one pidfd per child): forking from a thread while another holds a
-lock is how forked children deadlock. It exits when the server closes the
-socket, or with the server.
+Its own code starts no thread (one ``selectors`` loop over the socket and a
+pidfd per child): forking while another thread holds a lock is how forked
+children deadlock. The imports leave two idle threads (one of torch's, and
+jemalloc's background thread from pyarrow), as in any process that forks
+torch's ``DataLoader`` workers after importing torch; no torch operation runs
+here, so its OpenMP pool (not fork-safe) is first made in each child. It
+exits when the server closes the socket, or with the server.
 """
 
 from __future__ import annotations
