@@ -184,19 +184,20 @@ async def fork_trainer(command: Sequence[str], *, cwd: Path, env: dict[str, str]
     if not sent:
         status.close()
         return None
-    pid: str | None = None
+    answer: str | None = None
     pending = bytearray()
     try:
         with trio.move_on_after(FORK_TIMEOUT_S):
-            pid = await _read_until(status, pending, b"pid ")
+            answer = await _read_until(status, pending, b"")
     except BaseException:  # cancelled: the warm process kills a trainer nobody waits for
         status.close()
         raise
-    if pid is None:  # died, or stuck: make sure it forks nothing later
-        warm.stop()
+    if answer is None or not answer.startswith(("pid ", "fail ")):
+        warm.stop()  # died, or stuck: make sure it forks nothing later
+    if answer is None or not answer.startswith("pid "):
         status.close()
         return None
-    return WarmChild(int(pid), status, bytes(pending))
+    return WarmChild(int(answer.removeprefix("pid ")), status, bytes(pending))
 
 
 async def _read_until(stream: trio.lowlevel.FdStream, pending: bytes | bytearray,

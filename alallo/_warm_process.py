@@ -10,7 +10,8 @@ and the write end of a status pipe. For each, the process forks a child that
 runs ``MODULE.main(argv)`` with the output pipe as stdout and stderr, and
 writes ``pid <n>`` on the status pipe, then ``exit <code>`` once it has reaped
 the child (``code`` as :attr:`subprocess.Popen.returncode`: negative for a
-signal). A status pipe the server has closed already (the job was cancelled
+signal), or ``fail <reason>`` when it cannot fork (out of processes or file
+descriptors: the job starts cold). A status pipe the server has closed already (the job was cancelled
 while this process was still importing) gets its child killed at once. A trainer thus starts in milliseconds instead of seconds of imports.
 
 This is the design of :mod:`multiprocessing`'s ``forkserver`` (a server
@@ -138,11 +139,17 @@ def _serve(sock: socket.socket, module: str) -> None:
                 output, status = fds
                 owned = [sock.fileno(), selector.fileno(), *children, status,
                          *(s for _, s in children.values())]
-                pid = _fork_trainer(module, json.loads(message), output, owned)
-                os.close(output)
+                try:
+                    pid = _fork_trainer(module, json.loads(message), output, owned)
+                    pidfd = _pidfd(pid)
+                except OSError as exc:  # out of processes or file descriptors: start it cold
+                    _write(status, f"fail {exc}\n")
+                    os.close(status)
+                    continue
+                finally:
+                    os.close(output)
                 if not _write(status, f"pid {pid}\n"):
                     os.kill(pid, signal.SIGKILL)  # the job gave up waiting for it
-                pidfd = os.pidfd_open(pid)
                 children[pidfd] = (pid, status)
                 selector.register(pidfd, selectors.EVENT_READ, pid)
             else:
@@ -153,6 +160,16 @@ def _serve(sock: socket.socket, module: str) -> None:
                 _, wait_status = os.waitpid(pid, 0)
                 _write(status, f"exit {os.waitstatus_to_exitcode(wait_status)}\n")
                 os.close(status)
+
+
+def _pidfd(pid: int) -> int:
+    """A pidfd of the new child; if none can be had, the child is killed and reaped."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
 
 
 def _write(fd: int, text: str) -> bool:
