@@ -3,24 +3,25 @@
 A trainer writes its checkpoints into the job's work dir
 (``<data_dir>/jobs/<job>/checkpoints/checkpoint-<step>``). Processes that
 share ``data_dir`` (a shared path: NFS, a shared volume) need nothing more.
-Processes that do not share a path set ``checkpoint_url`` to an fsspec URL
-(``s3://bucket/alallo``, ``gs://...``, ``file:///mnt/ckpt``): the job actor
+Processes that do not share a path set ``storage_url`` (or its older name
+``checkpoint_url``) to an fsspec URL (``s3://bucket/alallo``, ``gs://...``,
+``file:///mnt/alallo``; :mod:`alallo._shared_storage`): the job actor
 copies each checkpoint there *before* it records it in the store (so a
 recorded checkpoint is always one any process can fetch), and a process
 that resumes a job whose checkpoint it does not have fetches it first.
 
-Remote layout: ``<checkpoint_url>/<job_id>/<checkpoint dir name>/...``.
-fsspec (https://filesystem-spec.readthedocs.io) gives one interface to
-local, object and memory stores; its calls block, so they run in a worker thread.
+Remote layout: ``<storage_url>/<job_id>/<checkpoint dir name>/...``.
+fsspec's calls block, so they run in a worker thread.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import fsspec
 import structlog
 import trio
+
+from ._shared_storage import open_location
 
 __all__ = ["CheckpointStorage"]
 
@@ -36,15 +37,7 @@ class CheckpointStorage:
 
     def __init__(self, url: str | None) -> None:
         self.url = url
-        if url is None:
-            self._fs = None
-            self._root = ""
-            return
-        try:
-            self._fs, root = fsspec.core.url_to_fs(url)
-        except (ValueError, ImportError) as exc:
-            raise ValueError(f"checkpoint_url {url!r} is not usable: {exc}") from exc
-        self._root = root.rstrip("/")
+        self._fs, self._root = open_location(url)
 
     @property
     def shared(self) -> bool:

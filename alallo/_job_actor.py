@@ -228,7 +228,7 @@ class JobActor(Actor[JobMessage]):
                 job, line = lifecycle.append_log(self.job, message.text, now=now)
                 await self._persist(job, (), (line,), ())
         elif isinstance(message, Checkpoint) and self._rt.checkpoint_storage.shared:
-            # Recorded only once any process can fetch it (checkpoint_url).
+            # Recorded only once any process can fetch it (storage_url).
             try:
                 await self._rt.checkpoint_storage.upload(self.job.id, Path(message.path))
             except OSError as exc:
@@ -340,8 +340,16 @@ class JobActor(Actor[JobMessage]):
         with contextlib.suppress(ActorError):
             self.ref.try_tell(_Waiting(position))
 
-    async def _launch(self, job: Job, grant: Grant, cause: str | None) -> TrainerProcess:
-        """Start the trainer on the granted placement and run it to its end."""
+    async def _launch(self, job: Job, grant: Grant,
+                      cause: str | None) -> TrainerProcess | None:
+        """Start the trainer on the granted placement and run it to its end (None: it
+        could not start, reported as a platform error)."""
+        try:  # maybe uploaded through another process: fetched here from storage_url
+            training_file = await self._rt.file_path(job.spec.training_file)
+        except OSError as exc:
+            await self._line(Error(kind="platform", message=(
+                f"cannot read the training file: {exc}")).model_dump_json())
+            return None
         workdir = self._rt.settings.jobs_dir.resolve() / job.id
         attempt_dir = workdir / f"attempt-{job.attempt + 1}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -349,7 +357,8 @@ class JobActor(Actor[JobMessage]):
         if job.checkpoint is not None:  # maybe saved by another process: fetch it here
             resume_from = await self._rt.checkpoint_storage.fetch(
                 job.id, job.checkpoint.path, workdir / "checkpoints")
-        payload = self._config(job, workdir, grant, resume_from).model_dump_json(indent=2)
+        payload = self._config(job, workdir, grant, resume_from,
+                               training_file).model_dump_json(indent=2)
         config_path = attempt_dir / "config.json"
         config_path.write_text(payload)
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -395,7 +404,7 @@ class JobActor(Actor[JobMessage]):
         await self.ref.tell(_TrainerLine(text))
 
     def _config(self, job: Job, workdir: Path, grant: Grant,
-                resume_from: str | None) -> TrainerConfig:
+                resume_from: str | None, training_file: str) -> TrainerConfig:
         settings = self._rt.settings
         spec = job.spec
         hp = job.resolved_hyperparameters()
@@ -417,7 +426,7 @@ class JobActor(Actor[JobMessage]):
             job_id=job.id,
             model=str(model_dir),
             model_name=spec.model,
-            training_file=self._rt.file_path(spec.training_file),
+            training_file=training_file,
             data_format=self._rt.file_format(spec.training_file),
             output_dir=str(workdir / "model"),
             checkpoint_dir=str(workdir / "checkpoints"),

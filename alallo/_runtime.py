@@ -40,6 +40,7 @@ from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
 from ._checkpoint_storage import CheckpointStorage
+from ._file_storage import FileStorage
 from ._checkpoints import JobCheckpoints
 from ._cluster import ADOPTED_CAUSE, Claim, Cluster
 from ._notify import listen
@@ -92,7 +93,9 @@ class Runtime:
         self.bus = EventBus()
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
-        self.checkpoint_storage = CheckpointStorage(self.settings.checkpoint_url)
+        self.checkpoint_storage = CheckpointStorage(self.settings.shared_storage_url)
+        self.file_storage = FileStorage(self.settings.shared_storage_url,
+                                        self.settings.files_dir)
         self.cluster = Cluster(self.store, heartbeat_interval_s=self.settings.heartbeat_interval_s,
                                lease_ttl_s=self.settings.lease_ttl_s,
                                address=f"{self.settings.host}:{self.settings.port}")
@@ -321,8 +324,13 @@ class Runtime:
                 param="file")
         checked = await trio.to_thread.run_sync(check_jsonl, data)
         file_id = "file-" + uuid.uuid4().hex[:24]
-        path = self.settings.files_dir.resolve() / f"{file_id}.jsonl"
+        path = self.file_storage.local_path(file_id)
         await trio.Path(path).write_bytes(data)
+        try:  # at the shared URL before it is recorded and answered
+            await self.file_storage.put(file_id, path)
+        except BaseException:
+            await trio.Path(path).unlink(missing_ok=True)
+            raise
         row = FileRow(
             id=file_id, account_id=account_id, filename=filename or "upload.jsonl",
             bytes=len(data), purpose=purpose, created_at=int(time.time()),
@@ -347,7 +355,7 @@ class Runtime:
     async def file_content(self, account_id: str, file_id: str) -> bytes:
         """The bytes of one of the account's files. Raises :class:`NotFound`."""
         row = await self.get_file(account_id, file_id)
-        return await trio.Path(row.path).read_bytes()
+        return await trio.Path(await self.file_storage.local_copy(row)).read_bytes()
 
     async def delete_file(self, account_id: str, file_id: str) -> None:
         """Delete a file. Raises :class:`NotFound`, or :class:`Conflict` while a live job uses it."""
@@ -356,11 +364,17 @@ class Runtime:
             raise Conflict(f"file {file_id} is used by a job that has not finished",
                            param="file_id")
         self._files.pop(file_id, None)
-        await trio.Path(row.path).unlink(missing_ok=True)
+        await self.file_storage.delete(row)
 
-    def file_path(self, file_id: str) -> str:
-        """Where a known file's bytes are (for the job actor)."""
-        return self._files[file_id].path
+    async def file_path(self, file_id: str) -> str:
+        """Where a known file's bytes are on this machine, fetched from the shared
+        storage URL if need be (for the job actor).
+
+        Raises:
+            OSError: the bytes are not here and cannot be fetched
+                (:meth:`FileStorage.local_copy`).
+        """
+        return str(await self.file_storage.local_copy(self._files[file_id]))
 
     def file_format(self, file_id: str) -> Any:
         """The format of a known file (for the job actor)."""

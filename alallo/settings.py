@@ -100,11 +100,15 @@ class Settings(BaseSettings):
     """
     simulation_time_scale: float = Field(default=1.0, gt=0)
     """On simulated nodes, how many simulated seconds pass in one real second."""
+    storage_url: str | None = None
+    """Where every process finds uploaded training files and the jobs' checkpoints:
+    None keeps them in the data dir only (processes then share ``data_dir``: a shared
+    path); an fsspec URL (``s3://bucket/alallo``, ``file:///mnt/alallo``) gets a copy
+    of each upload (before it is answered) and of each checkpoint (before it is
+    recorded), fetched by a process that needs them and lacks them."""
     checkpoint_url: str | None = None
-    """Where every process finds the jobs' checkpoints: None keeps them in the data dir
-    (share ``data_dir`` between processes: a shared path); an fsspec URL
-    (``s3://bucket/alallo``, ``file:///mnt/ckpt``) gets a copy of each checkpoint,
-    fetched by a process that resumes a job it did not run."""
+    """The older name of ``storage_url`` (it now holds uploads too); setting both to
+    different URLs is an error."""
     heartbeat_interval_s: float = Field(default=2.0, gt=0)
     """Seconds between a process's heartbeats in the store, which renew all its job
     leases; each heartbeat also adopts the jobs of processes that stopped."""
@@ -112,6 +116,14 @@ class Settings(BaseSettings):
     """A process that has not heartbeat for this long is taken for dead: its jobs'
     leases expire and another process adopts them (so a dead process's jobs move
     within about ``lease_ttl_s + heartbeat_interval_s``)."""
+
+    @model_validator(mode="after")
+    def _one_storage_url(self) -> Settings:
+        if self.storage_url and self.checkpoint_url and self.storage_url != self.checkpoint_url:
+            raise ValueError(
+                f"storage_url ({self.storage_url}) and checkpoint_url ({self.checkpoint_url}) "
+                "differ: set only storage_url (checkpoint_url is its older name)")
+        return self
 
     @model_validator(mode="after")
     def _lease_outlives_heartbeats(self) -> Settings:
@@ -131,6 +143,11 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         """The store's URL, with the SQLite default filled in."""
         return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'alallo.db'}"
+
+    @property
+    def shared_storage_url(self) -> str | None:
+        """The shared storage URL: ``storage_url``, or its older name ``checkpoint_url``."""
+        return self.storage_url or self.checkpoint_url
 
     @property
     def files_dir(self) -> Path:
