@@ -125,3 +125,23 @@ async def test_an_upload_the_url_refuses_is_not_recorded(
             await rt.upload_file(account, "t.jsonl", DATA)
         assert await rt.list_files(account) == []
     assert list((tmp_path / "a" / "files").iterdir()) == []
+
+
+async def test_a_job_whose_file_is_nowhere_fails_as_a_platform_error(
+        tmp_path: Path, database_url: str) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    async with Runtime(Settings(data_dir=tmp_path / "a", database_url=database_url,
+                                storage_url=url, max_restarts=0)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "t.jsonl", DATA)
+        (tmp_path / "bucket" / "files" / f"{file.id}.jsonl").unlink()  # the store lost it
+        (tmp_path / "a" / "files" / f"{file.id}.jsonl").unlink()
+        job = await rt.create_job(account, {
+            "model": "alallo/tiny-gpt2", "training_file": file.id,
+            "trainer": {"type": "simulated", "step_delay_s": 0.01}})
+        done = await rt.wait_for_final(account, job.id)
+        events, _ = await rt.list_events(account, job.id)
+    assert done.status.value == "failed" and done.error is not None
+    assert done.error.code == "platform_error"
+    assert any(f"cannot read the training file: no copy of {file.id}" in e.message
+               for e in events)
