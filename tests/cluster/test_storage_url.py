@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import signal
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -32,16 +33,17 @@ def servers(tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer, Path]]:
     bucket = tmp_path / "bucket"
     env = {"ALALLO_DATABASE_URL": url, "ALALLO_STORAGE_URL": f"file://{bucket}",
            "ALALLO_HEARTBEAT_INTERVAL_S": "0.5", "ALALLO_LEASE_TTL_S": "3"}
-    started = []
-    try:
-        started.append(start_server(tmp_path / "a" / "data", **env))
-        started.append(start_server(tmp_path / "b" / "data", **env))
-        yield started[0], started[1], bucket
-    finally:
-        for server in started:
-            if server.process.poll() is None:
-                stop_server(server)
-        drop_databases({url})
+    with ThreadPoolExecutor(2) as pool:  # both start (and stop) at once: half the wait
+        starts = [pool.submit(start_server, tmp_path / name / "data", **env) for name in "ab"]
+        try:
+            a, b = (start.result() for start in starts)
+            yield a, b, bucket
+        finally:
+            started = [s.result() for s in starts if s.exception() is None]
+            for stop in [pool.submit(stop_server, server) for server in started
+                         if server.process.poll() is None]:
+                stop.result()
+            drop_databases({url})
 
 
 def connect(server: LiveServer) -> httpx.AsyncClient:
