@@ -117,7 +117,10 @@ class Scheduler(Actor[SchedulerMessage]):
         match message:
             case Acquire():
                 self._queue.append(_Waiting(message))
-                self._schedule()
+                if len(self._queue) == 1:
+                    self._schedule()
+                else:
+                    self._schedule_newest()
             case Release(job_id=job_id):
                 self._queue = [w for w in self._queue if w.request.job_id != job_id]
                 if self._running.pop(job_id, None) is not None:
@@ -154,6 +157,28 @@ class Scheduler(Actor[SchedulerMessage]):
             if waiting.position != position:
                 waiting.position = position
                 waiting.request.on_position(position)
+
+    def _schedule_newest(self) -> None:
+        """:meth:`_schedule` for a request joining a queue that others wait in.
+
+        Nothing freed since the last pass, and every job waiting then still
+        cannot start (time only brings the head's reservation closer, which
+        leaves less room to backfill): only the newcomer may start, if it
+        fits now without delaying the head's reservation. O(1) instead of a
+        pass over the whole queue at every submission.
+        """
+        now = self._clock()
+        head = self._choose(self._queue[0].request, now)
+        reservation = (head.device_type, head.devices, now + self._wait_for(head, 0))
+        newest = self._queue[-1]
+        plan = self._choose(newest.request, now)
+        node = self.pool.find(plan.device_type, plan.devices)
+        if node is not None and self._backfill_ok(plan, now, reservation):
+            self._queue.pop()
+            self._start(newest.request, plan, node, now)
+            return
+        newest.position = len(self._queue)
+        newest.request.on_position(newest.position)
 
     def _choose(self, request: Acquire, now: float) -> Plan:
         if request.goal == "fastest_finish":

@@ -26,6 +26,7 @@ import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from ._errors import AlalloError, NotFound
+from ._group_commit import GroupCommit
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
 
@@ -133,8 +134,13 @@ _UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
     status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
     state=sa.bindparam("new_state"))
 _UPDATE_OWNED_JOB = _UPDATE_JOB.where(jobs.c.epoch == sa.bindparam("lease_epoch"))
+_INSERT_JOB = jobs.insert()
+_INSERT_JOB_NUMBERED = jobs.insert().values(
+    # SQLite writes one at a time: the next number is free (PostgreSQL: an identity).
+    number=sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1).scalar_subquery())
 _INSERT_ITEMS = job_items.insert()
-_FEED_STATE = sa.select(job_feed.c.state_seq).where(job_feed.c.job_id == sa.bindparam("job_id"))
+_FEED_STATES = sa.select(job_feed.c.job_id, job_feed.c.state_seq).where(
+    job_feed.c.job_id.in_(sa.bindparam("job_ids", expanding=True)))
 _LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
                  .with_for_update())
 _NEXT_POSITION = (sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0) + 1)
@@ -152,6 +158,8 @@ _ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account
     balance=accounts.c.balance + sa.bindparam("delta", type_=sa.Float))
 
 _NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
+_NOTIFY_MANY = sa.text("SELECT pg_notify(:channel, payload) "
+                       "FROM unnest(CAST(:payloads AS text[])) AS payload")
 NOTIFY_CHANNEL = "alallo"
 """The PostgreSQL channel of change notices: ``"<kind> <node> <job> <account>"`` payloads."""
 
@@ -234,6 +242,8 @@ class Store:
         if is_sqlite:
             sa.event.listen(self._engine, "connect", _sqlite_pragmas)
         self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
+        self._saves: GroupCommit[_Save, tuple[float, float]] = GroupCommit(
+            self._save_batch, self._limiter)
         self.is_postgres = not is_sqlite and parsed.get_backend_name() == "postgresql"
         self.announce_as: str | None = None
         """The node id that signs change notices (``pg_notify``, PostgreSQL only); None: none sent."""
@@ -451,55 +461,52 @@ class Store:
         """Persist a job's new state with the events, log lines and ledger entries it made.
 
         One transaction: the job, its items, its ledger entries and the
-        account's balance change together. A ledger entry already written
-        (same job, kind and first step) is not applied again. On PostgreSQL,
-        with :attr:`announce_as` set, a ``pg_notify`` in the same transaction
-        tells the other processes on commit (:mod:`alallo._notify`).
+        account's balance change together, committed before this returns. A
+        ledger entry already written (same job, kind and first step) is not
+        applied again. On PostgreSQL, with :attr:`announce_as` set, a
+        ``pg_notify`` in the same transaction tells the other processes on
+        commit (:mod:`alallo._notify`).
+
+        Group commit (:mod:`alallo._group_commit`): calls made while another
+        batch commits are committed together in the next transaction, with a
+        few statements for all of them; each call returns once its transaction
+        has committed, and a change that fails fails only its own call.
 
         Fencing (Kleppmann, "How to do distributed locking", 2016): with
         ``epoch``, the job is written only if its row still has that epoch.
         ``insert`` with ``owner`` creates the job leased to that node, epoch 1.
 
         Returns:
-            The account's ``(balance, billing_limit)`` after the change.
+            The account's ``(balance, billing_limit)`` after the change (and
+            the changes committed with it).
 
         Raises:
             LeaseLost: the row's epoch is not ``epoch``; nothing was written.
+            StoreUnavailable: the database failed or refused the change.
         """
-        values = {"status": job.status.value, "seq": job.seq, "state": job.model_dump_json()}
+        return await self._saves.submit(_Save(job, job.model_dump_json(), tuple(events),
+                                              tuple(log), tuple(entries), insert, epoch, owner))
 
-        def run(c: sa.Connection) -> tuple[float, float]:
-            if insert:
-                number = {} if c.dialect.name == "postgresql" else {
-                    # SQLite writes one at a time: the next number is free.
-                    "number": sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1)
-                    .scalar_subquery()}
-                lease = {} if owner is None else {"owner": owner, "epoch": 1}
-                c.execute(jobs.insert().values(id=job.id, account_id=job.account_id,
-                                               created_at=job.created_at,
-                                               training_file=job.spec.training_file,
-                                               **values, **number, **lease))
-            else:
-                params = {"job_id": job.id, "new_status": values["status"],
-                          "new_seq": values["seq"], "new_state": values["state"]}
-                if epoch is None:
-                    c.execute(_UPDATE_JOB, params)
-                elif c.execute(_UPDATE_OWNED_JOB, {**params, "lease_epoch": epoch}).rowcount != 1:
-                    raise LeaseLost(job.id, epoch)
-            if self.announce_as is not None and self.is_postgres:
-                c.execute(_NOTIFY, {"channel": NOTIFY_CHANNEL,
-                                    "payload": f"j {self.announce_as} {job.id} {job.account_id}"})
-            rows = [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
-                     "data": e.model_dump_json()} for e in events]
-            rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
-                      "data": line.model_dump_json()} for line in log]
-            if rows:
-                c.execute(_INSERT_ITEMS, rows)
-            _touch_feed(c, job)
-            for entry in entries:
-                _apply_entry(c, job, entry)
-            return _balance(c, job.account_id)
-        return await self._write(run)
+    def _save_batch(self, saves: Sequence[_Save]) -> list[tuple[float, float]]:
+        """Commit ``saves`` in one transaction (in a worker thread); raise, committing none."""
+        notify_as = self.announce_as if self.is_postgres else None
+
+        def run(c: sa.Connection) -> list[tuple[float, float]]:
+            # A job saved twice in one batch (rare): its changes go in their order,
+            # each part of the batch holding a job once.
+            part: list[_Save] = []
+            ids: set[str] = set()
+            for save in saves:
+                if save.job.id in ids:
+                    _save_many(c, part, notify_as)
+                    part, ids = [], set()
+                part.append(save)
+                ids.add(save.job.id)
+            _save_many(c, part, notify_as)
+            balances = {account: _balance(c, account)
+                        for account in dict.fromkeys(s.job.account_id for s in saves)}
+            return [balances[s.job.account_id] for s in saves]
+        return self._sync_tx(run)
 
     async def get_job(self, job_id: str, account_id: str | None = None) -> Job | None:
         """A job by id (within an account when one is given), or None."""
@@ -641,24 +648,107 @@ def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
     c.execute(_ADD_TO_BALANCE, {"account_id": job.account_id, "delta": delta})
 
 
-def _touch_feed(c: sa.Connection, job: Job) -> None:
-    # Moves the job to the end of its account's feed when its state changed
-    # (log lines alone do not). The next position is read in the same
-    # transaction: SQLite runs one writer at a time; on PostgreSQL, where jobs
-    # of one account are written from several threads and processes at once,
-    # the account's row is locked first, so the next writer waits and then
-    # reads the position this one took (the unique index stays as a guard).
-    row = c.execute(_FEED_STATE, {"job_id": job.id}).first()
-    if row is not None and row[0] == job.state_seq:
+@dataclass(frozen=True)
+class _Save:
+    """One :meth:`Store.save_job` call, waiting for its batch."""
+
+    job: Job
+    state: str
+    events: tuple[Event, ...]
+    log: tuple[LogLine, ...]
+    entries: tuple[LedgerEntry, ...]
+    insert: bool
+    epoch: int | None
+    owner: str | None
+
+
+def _save_many(c: sa.Connection, saves: Sequence[_Save], notify_as: str | None) -> None:
+    """Write several jobs' changes (each job once) with a few statements for all of them.
+
+    Raises:
+        LeaseLost: a fenced change found another epoch (the caller commits nothing).
+    """
+    if not saves:
         return
-    c.execute(_LOCK_ACCOUNT, {"account_id": job.account_id})
-    position = c.execute(_NEXT_POSITION, {"account_id": job.account_id}).scalar_one()
-    if row is None:
-        c.execute(_INSERT_FEED, {"job_id": job.id, "account_id": job.account_id,
-                                 "position": position, "state_seq": job.state_seq})
-    else:
-        c.execute(_MOVE_FEED, {"feed_job_id": job.id, "new_position": position,
-                               "new_state_seq": job.state_seq})
+    inserts = [{"id": s.job.id, "account_id": s.job.account_id, "created_at": s.job.created_at,
+                "training_file": s.job.spec.training_file, "status": s.job.status.value,
+                "seq": s.job.seq, "state": s.state, "owner": s.owner,
+                "epoch": 0 if s.owner is None else 1} for s in saves if s.insert]
+    if inserts:
+        c.execute(_INSERT_JOB if c.dialect.name == "postgresql" else _INSERT_JOB_NUMBERED,
+                  inserts)
+    plain = [_update_params(s) for s in saves if not s.insert and s.epoch is None]
+    if plain:
+        c.execute(_UPDATE_JOB, plain)
+    fenced = [s for s in saves if not s.insert and s.epoch is not None]
+    if fenced:
+        params = [{**_update_params(s), "lease_epoch": s.epoch} for s in fenced]
+        if c.dialect.supports_sane_multi_rowcount:
+            if c.execute(_UPDATE_OWNED_JOB, params).rowcount != len(fenced):
+                # Which one is not known here: the batch is retried one change at a time.
+                raise LeaseLost(fenced[0].job.id, fenced[0].epoch or 0)
+        else:
+            for save, one in zip(fenced, params, strict=True):
+                if c.execute(_UPDATE_OWNED_JOB, one).rowcount != 1:
+                    raise LeaseLost(save.job.id, save.epoch or 0)
+    if notify_as is not None:
+        c.execute(_NOTIFY_MANY, {"channel": NOTIFY_CHANNEL, "payloads": [
+            f"j {notify_as} {s.job.id} {s.job.account_id}" for s in saves]})
+    rows = []
+    for s in saves:
+        job = s.job
+        rows += [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
+                  "data": e.model_dump_json()} for e in s.events]
+        rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
+                  "data": line.model_dump_json()} for line in s.log]
+    if rows:
+        c.execute(_INSERT_ITEMS, rows)
+    _touch_feeds(c, [s.job for s in saves], {s.job.id for s in saves if s.insert})
+    for s in saves:
+        for entry in s.entries:
+            _apply_entry(c, s.job, entry)
+
+
+def _update_params(s: _Save) -> dict[str, Any]:
+    return {"job_id": s.job.id, "new_status": s.job.status.value, "new_seq": s.job.seq,
+            "new_state": s.state}
+
+
+def _touch_feeds(c: sa.Connection, batch: Sequence[Job], created: set[str]) -> None:
+    # Moves each job whose state changed (log lines alone do not) to the end of its
+    # account's feed, in the batch's order, at consecutive positions. The next
+    # position is read in the same transaction: SQLite runs one writer at a time;
+    # on PostgreSQL, where jobs of one account are written from several processes
+    # at once, the account's row is locked first (accounts in sorted order, so two
+    # writers cannot deadlock), so the next writer waits and then reads the
+    # positions this one took (the unique index stays as a guard).
+    known: dict[str, int] = {}
+    if updated := [job.id for job in batch if job.id not in created]:
+        known = dict(c.execute(_FEED_STATES, {"job_ids": updated}).all())
+    moved = [job for job in batch if known.get(job.id) != job.state_seq]
+    if not moved:
+        return
+    by_account: dict[str, list[Job]] = {}
+    for job in moved:
+        by_account.setdefault(job.account_id, []).append(job)
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for account_id in sorted(by_account):
+        if c.dialect.name != "sqlite":
+            c.execute(_LOCK_ACCOUNT, {"account_id": account_id})
+        position = c.execute(_NEXT_POSITION, {"account_id": account_id}).scalar_one()
+        for job in by_account[account_id]:
+            if job.id in known:
+                updates.append({"feed_job_id": job.id, "new_position": position,
+                                "new_state_seq": job.state_seq})
+            else:
+                inserts.append({"job_id": job.id, "account_id": account_id,
+                                "position": position, "state_seq": job.state_seq})
+            position += 1
+    if inserts:
+        c.execute(_INSERT_FEED, inserts)
+    if updates:
+        c.execute(_MOVE_FEED, updates)
 
 
 def _masked(url: str) -> str:

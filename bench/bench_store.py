@@ -14,14 +14,24 @@ under new ids. The baseline is the floor for the same durability: the
 database driver alone inserting one row of the same size per commit (SQLite
 in WAL mode with ``synchronous=NORMAL``, as the store runs it; PostgreSQL
 with its defaults, ``fsync`` and ``synchronous_commit`` on). On PostgreSQL
-the store also runs with 8 writers at once, as a busy server does (its
-worker threads); the raw baseline stays one connection.
+the store also runs with 16 creations in flight at once, as a busy server
+has (concurrent ``POST``s): they are committed together (group commit,
+``alallo/_group_commit.py``); the raw baseline stays one connection, one row
+per commit.
+
+``--http`` also measures what users get: ``POST /v1/fine_tuning/jobs`` from
+16 clients at once to an ``alallo serve`` on SQLite (one job runs a ``sleep``,
+the others wait in the queue), each answered once the job is committed,
+against the same raw baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 import trio
 from sqlalchemy.pool import NullPool
@@ -42,6 +53,10 @@ from alallo import Event, Job, Runtime, Settings  # noqa: E402
 from alallo._store import Store  # noqa: E402
 
 SAMPLE = REPO / "examples" / "sample.jsonl"
+WRITERS = (1, 16)
+"""Creations in flight at once: one (each waits for the last), and as many as a busy
+server's concurrent POSTs (they are committed together: group commit)."""
+HTTP_CLIENTS = 16
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -82,6 +97,63 @@ async def store_creations(url: str, job: Job, events: list[Event], count: int,
         return count / (time.perf_counter() - started)
     finally:
         store.close()
+
+
+def http_creations(tmp: Path, count: int, clients: int) -> float:
+    """Job creations per second over HTTP, ``clients`` at a time, to a fresh ``alallo serve``."""
+    data_dir = tmp / "http-data"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "ALALLO_MAX_CONCURRENT_JOBS": "1", "ALALLO_BUDGET_FACTOR": "1000000",
+           "ALALLO_DEFAULT_BALANCE": "1000000000"}
+    with (tmp / "http-server.log").open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "alallo", "serve", "--port", str(port),
+             "--data-dir", str(data_dir)], stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"the server did not start; see {tmp / 'http-server.log'}")
+            time.sleep(0.1)
+        key = (data_dir / "api-key").read_text().strip()
+        return trio.run(_post_jobs, url, key, count, clients)
+    finally:
+        process.kill()  # its queued jobs do not matter: a clean stop of 1,000 takes long
+        process.wait()
+
+
+async def _post_jobs(url: str, key: str, count: int, clients: int) -> float:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                                 timeout=120, limits=httpx.Limits(max_connections=clients)
+                                 ) as client:
+        uploaded = await client.post("/v1/files", files={"file": ("sample.jsonl",
+                                                                  SAMPLE.read_bytes())},
+                                     data={"purpose": "fine-tune"})
+        uploaded.raise_for_status()
+        body = {"model": "alallo/tiny-gpt2", "training_file": uploaded.json()["id"],
+                "hyperparameters": {"max_steps": 1000}, "trainer": {"command": ["sh", "-c", "sleep 600", "sh"]}}
+        (await client.post("/v1/fine_tuning/jobs", json=body)).raise_for_status()
+        left = count
+
+        async def post_some() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                (await client.post("/v1/fine_tuning/jobs", json=body)).raise_for_status()
+
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for _ in range(clients):
+                nursery.start_soon(post_some)
+        return count / (time.perf_counter() - started)
 
 
 def raw_sqlite(path: Path, payload: str, count: int) -> float:
@@ -157,38 +229,52 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--http", action="store_true",
+                        help="also POST jobs to an alallo serve on SQLite (16 clients)")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
     count = args.count or (300 if args.quick else 3000)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="alallo-bench-store-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="alallo-bench-store-",
+                                     ignore_cleanup_errors=True) as scratch:
         tmp = Path(scratch)
         job, events = trio.run(template, tmp / "template")
         payload = job.model_dump_json()
         figures: list[tuple[str, float, float]] = []
 
-        sqlite_url = f"sqlite:///{tmp / 'store.db'}"
-        store_rate = trio.run(store_creations, sqlite_url, job, events, count, 1)
         raw_rate = raw_sqlite(tmp / "raw.db", payload, count)
-        figures.append(("SQLite, 1 writer", store_rate, raw_rate))
+        for writers in WRITERS:
+            sqlite_url = f"sqlite:///{tmp / f'store-{writers}.db'}"
+            store_rate = trio.run(store_creations, sqlite_url, job, events, count, writers)
+            figures.append((f"SQLite, {writers} writer{'s' * (writers > 1)}", store_rate,
+                            raw_rate))
+            print(f"SQLite, {writers} writers: {store_rate:.0f} /s (raw {raw_rate:.0f} /s)",
+                  flush=True)
 
         if not args.no_postgres and not reachable(args.postgres_url):
             print(f"PostgreSQL is not reachable at {args.postgres_url}: SQLite only")
         elif not args.no_postgres:
-            for writers in (1, 8):
+            for writers in WRITERS:
                 with ScratchDatabase(args.postgres_url) as url:
                     store_rate = trio.run(store_creations, url, job, events, count, writers)
                     if writers == 1:
                         raw_rate = raw_postgres(url, payload, count)
                 figures.append((f"PostgreSQL, {writers} writer{'s' * (writers > 1)}",
                                 store_rate, raw_rate))
+                print(f"PostgreSQL, {writers} writers: {store_rate:.0f} /s (raw {raw_rate:.0f} /s)",
+                      flush=True)
+        if args.http:
+            http_rate = http_creations(tmp, min(count, 1000), HTTP_CLIENTS)
+            raw_rate = raw_sqlite(tmp / "raw-http.db", payload, count)
+            figures.append((f"HTTP, SQLite, {HTTP_CLIENTS} clients", http_rate, raw_rate))
+            print(f"HTTP: {http_rate:.0f} /s (raw {raw_rate:.0f} /s)", flush=True)
 
     print(f"{count} durable job creations per backend ({len(payload)} bytes of job state each)")
-    print(f"{'backend':24} {'store /s':>10} {'raw /s':>10} {'store/raw':>10}")
+    print(f"{'backend':26} {'store /s':>10} {'raw /s':>10} {'store/raw':>10}")
     for name, store_rate, raw_rate in figures:
-        print(f"{name:24} {store_rate:10.0f} {raw_rate:10.0f} {store_rate / raw_rate:10.2f}")
+        print(f"{name:26} {store_rate:10.0f} {raw_rate:10.0f} {store_rate / raw_rate:10.2f}")
         rows.append(row(f"store: durable job creations/s, {name} (baseline: raw inserts)",
-                        store_rate, "1/s", raw_rate, None))
+                        store_rate, "1/s", raw_rate, 0.5 if "1 writer" not in name else None))
     if args.json:
         append_rows(args.json, rows)
     return 0

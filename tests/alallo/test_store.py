@@ -16,7 +16,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from alallo import Event, Job, JobStatus, Runtime, Settings
-from alallo._store import Store, StoreUnavailable, metadata
+from alallo._store import LeaseLost, Store, StoreUnavailable, metadata
 from alallo.migrations import INITIAL_REVISION, config, head_revision
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
@@ -284,3 +284,81 @@ async def test_many_jobs_of_one_account_changing_at_once_keep_the_feed_in_order(
         assert all(job.state_seq == final.state_seq
                    for (_, job), final in zip(sorted(feed, key=lambda p: p[1].id),
                                               sorted(finals, key=lambda j: j.id)))
+
+
+async def concurrently(store: Store, saves: list[tuple[Job, dict[str, object]]],
+                       events: list[Event]) -> tuple[list[str], dict[str, BaseException | None]]:
+    """Run ``save_job`` calls at once (creations with ``events``); return the order the
+    calls were made in and their outcomes (None: committed)."""
+    made: list[str] = []
+    outcomes: dict[str, BaseException | None] = {}
+
+    async def save(job: Job, options: dict[str, object]) -> None:
+        made.append(job.id)  # no checkpoint before the call queues its change
+        try:
+            created = events if options.get("insert") else []
+            await store.save_job(job, created, **options)  # type: ignore[arg-type]
+            outcomes[job.id] = None
+        except (StoreUnavailable, LeaseLost) as exc:
+            outcomes[job.id] = exc
+
+    async with trio.open_nursery() as nursery:
+        for job, options in saves:
+            nursery.start_soon(save, job, options)
+    return made, outcomes
+
+
+async def test_concurrent_creations_are_committed_together_in_the_order_they_were_made(
+        tmp_path: Path, database_url: str) -> None:
+    job, events = await job_template(tmp_path)
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account(job.account_id, "a", 100.0, job.created_at)
+        jobs = [job.model_copy(update={"id": f"ft-{n:02d}"}) for n in range(12)]
+        before = store._saves.batches
+        made, outcomes = await concurrently(store, [(j, {"insert": True}) for j in jobs], events)
+        assert all(error is None for error in outcomes.values()) and len(outcomes) == 12
+        assert store._saves.batches - before < 12, "some were committed together"
+        feed = await store.job_feed_after(job.account_id, 0)
+        assert [position for position, _ in feed] == list(range(1, 13)), "gapless"
+        assert [j.id for _, j in feed] == made
+        assert [j.id for j in await store.live_jobs()] == made
+    finally:
+        store.close()
+
+
+async def test_a_refused_change_fails_only_its_caller_and_its_batch_mates_are_committed(
+        tmp_path: Path, database_url: str) -> None:
+    job, events = await job_template(tmp_path)
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account(job.account_id, "a", 100.0, job.created_at)
+        leased = [job.model_copy(update={"id": f"ft-leased-{n}"}) for n in range(4)]
+        for one in leased:
+            await store.save_job(one, events, insert=True, owner="node-a")  # epoch 1
+        taken = job.model_copy(update={"id": "ft-taken"})
+        await store.save_job(taken, events, insert=True)
+        fresh = [job.model_copy(update={"id": f"ft-new-{n}"}) for n in range(4)]
+        moved = [one.model_copy(update={"seq": one.seq + 1, "state_seq": one.state_seq + 1})
+                 for one in leased]
+        saves: list[tuple[Job, dict[str, object]]] = [
+            (fresh[0], {"insert": True}), (moved[0], {"epoch": 1}),
+            (taken, {"insert": True}),  # the id is taken: refused
+            (fresh[1], {"insert": True}), (moved[1], {"epoch": 2}),  # a stale lease: refused
+            (moved[2], {"epoch": 1}), (fresh[2], {"insert": True}), (moved[3], {"epoch": 1}),
+            (fresh[3], {"insert": True})]
+        made, outcomes = await concurrently(store, saves, events)
+        assert isinstance(outcomes.pop("ft-taken"), StoreUnavailable)
+        assert isinstance(outcomes.pop(moved[1].id), LeaseLost)
+        assert all(error is None for error in outcomes.values()) and len(outcomes) == 7
+        feed = await store.job_feed_after(job.account_id, 0)
+        # 5 creations, then 7 changes committed: positions 6 to 12, none taken by a refused one.
+        assert [position for position, _ in feed][-7:] == list(range(6, 13))
+        assert [j.id for _, j in feed][-7:] == [i for i in made if i in outcomes]
+        assert (await store.get_job(moved[1].id)) == leased[1], "the refused change left no trace"
+        for one in (moved[0], moved[2], moved[3]):
+            assert await store.get_job(one.id) == one
+    finally:
+        store.close()
