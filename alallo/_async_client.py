@@ -13,8 +13,8 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from alallo import _client_base as base
-from alallo._client_base import (DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE, LOG_PAGE_SIZE,
-                                 JobSpecFields, StreamItem)
+from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
+                                 LOG_PAGE_SIZE, JobSpecFields, StreamItem)
 from alallo._client_errors import ClientError
 from alallo._types import FileId, JobId, Seq
 
@@ -183,6 +183,28 @@ class AsyncClient:
             if not page.get("has_more") or not events:
                 return
             after = int(events[-1]["seq"])
+
+    async def list_checkpoints(
+        self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
+    ) -> _JsonObject:
+        """One page of a job's checkpoints, newest first (:meth:`Client.list_checkpoints`)."""
+        return await self._request(
+            "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after))
+
+    async def iter_checkpoints(
+        self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
+    ) -> AsyncGenerator[_JsonObject, None]:
+        """Every checkpoint of a job, newest first, page after page
+        (:meth:`Client.iter_checkpoints`)."""
+        after: str | None = None
+        while True:
+            page = await self.list_checkpoints(job_id, after=after, limit=page_size)
+            checkpoints: list[_JsonObject] = page["data"]
+            for checkpoint in checkpoints:
+                yield checkpoint
+            if not page.get("has_more") or not checkpoints:
+                return
+            after = str(checkpoints[-1]["id"])
 
     async def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE

@@ -25,6 +25,7 @@ from alallo._status import JobStatus
 from alallo._types import FileId, Seq
 
 __all__ = [
+    "CHECKPOINTS_PAGE_SIZE",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_URL",
     "EVENTS_PAGE_SIZE",
@@ -54,6 +55,8 @@ STREAM_RECONNECT_MAX_DELAY_S = 5.0
 for a server restart (JOURNEYS.md, "Bad day")."""
 EVENTS_PAGE_SIZE = 100
 """Events fetched per request by ``iter_events``."""
+CHECKPOINTS_PAGE_SIZE = 100
+"""Checkpoints fetched per request by ``iter_checkpoints``."""
 LOG_PAGE_SIZE = 1000
 """Log lines fetched per request by ``iter_log``."""
 

@@ -30,7 +30,7 @@ from alallo import _client_base as base
 from alallo._async_client import AsyncClient as AsyncClient
 from alallo._client_base import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from alallo._client_base import DEFAULT_URL as DEFAULT_URL
-from alallo._client_base import EVENTS_PAGE_SIZE, LOG_PAGE_SIZE
+from alallo._client_base import CHECKPOINTS_PAGE_SIZE, EVENTS_PAGE_SIZE, LOG_PAGE_SIZE
 from alallo._client_base import HyperparameterFields as HyperparameterFields
 from alallo._client_base import JobSpecFields as JobSpecFields
 from alallo._client_base import StreamItem as StreamItem
@@ -241,6 +241,33 @@ class Client:
             if not page.get("has_more") or not events:
                 return
             after = int(events[-1]["seq"])
+
+    def list_checkpoints(
+        self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
+    ) -> _JsonObject:
+        """One page of a job's saved checkpoints, newest first.
+
+        ``after`` is the ``id`` (``ftckpt-…``) of the last checkpoint seen. Each
+        holds ``step_number``, ``fine_tuned_model_checkpoint`` (where it was
+        saved) and ``metrics`` (``step``, ``train_loss``). A job that saved
+        none has an empty list.
+        """
+        return self._request(
+            "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after)
+        )
+
+    def iter_checkpoints(
+        self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
+    ) -> Iterator[_JsonObject]:
+        """Every checkpoint a job saved, newest first, fetching page after page."""
+        after: str | None = None
+        while True:
+            page = self.list_checkpoints(job_id, after=after, limit=page_size)
+            checkpoints: list[_JsonObject] = page["data"]
+            yield from checkpoints
+            if not page.get("has_more") or not checkpoints:
+                return
+            after = str(checkpoints[-1]["id"])
 
     def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE

@@ -1,4 +1,4 @@
-"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, log; ``/v1/models``."""
+"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, checkpoints, log; ``/v1/models``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import LOCAL_ACCOUNT
+from alallo._checkpoint_list import list_checkpoints
 
 from ._auth import account_of, runtime_of
 from ._errors import Forbidden
 from ._body import json_object, query_int
 
 __all__ = [
-    "cancel_job", "capacity", "create_estimate", "drain_node", "undrain_node", "create_job", "get_job", "job_events", "job_log", "list_jobs", "list_models",
+    "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
+    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_models", "undrain_node",
 ]
 
 MAX_PAGE = 1000
@@ -76,6 +78,23 @@ async def job_events(request: Request) -> JSONResponse:
                                                         limit=limit)
     return JSONResponse({"object": "list", "data": [e.public(job_id) for e in events],
                          "has_more": more})
+
+
+async def job_checkpoints(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/checkpoints?after=&limit=``, newest first.
+
+    OpenAI's list shape (``first_id``, ``last_id``: the page's ends, null when
+    empty); ``after`` is the last checkpoint id of the previous page.
+    """
+    account = await account_of(request)
+    limit = query_int(request, "limit", 10, low=1, high=MAX_PAGE)
+    checkpoints, more = await list_checkpoints(
+        runtime_of(request), account, request.path_params["job_id"],
+        after=request.query_params.get("after") or None, limit=limit)
+    data = [c.public() for c in checkpoints]
+    return JSONResponse({"object": "list", "data": data, "has_more": more,
+                         "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None})
 
 
 async def job_log(request: Request) -> JSONResponse:

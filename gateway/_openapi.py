@@ -91,6 +91,8 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(401, 404, 409)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/events", "A job's events, oldest first",
               s.EventList, query=_PAGE),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/checkpoints",
+              "A job's saved checkpoints, newest first", s.JobCheckpointList, query=_PAGE),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", s.LogPage,
               query=(("after", "integer"), ("limit", "integer"), ("attempt", "integer"))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/stream", "A job, live (SSE)",

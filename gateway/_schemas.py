@@ -16,7 +16,8 @@ from pydantic import BaseModel
 
 __all__ = [
     "ApiErrorBody", "CatalogueModelObject", "DashboardLink", "Estimate", "EventList", "EventObject",
-    "FileDeleted", "FileList", "FileObject", "Health", "JobList", "JobObject",
+    "FileDeleted", "FileList", "FileObject", "Health", "JobCheckpointList",
+    "JobCheckpointObject", "JobList", "JobObject",
     "LogPage", "ModelList",
 ]
 
@@ -204,6 +205,38 @@ class EventList(BaseModel):
     object: Literal["list"]
     data: list[EventObject]
     has_more: bool
+
+
+class CheckpointMetrics(BaseModel):
+    """What was known at a checkpoint's step."""
+
+    step: int
+    train_loss: float | None
+    """The training loss of the last logging step at or before ``step``; null if none."""
+
+
+class JobCheckpointObject(BaseModel):
+    """One checkpoint a job's trainer saved (OpenAI's ``fine_tuning.job.checkpoint``)."""
+
+    id: str
+    """``ftckpt-…``, stable for the job and step."""
+    object: Literal["fine_tuning.job.checkpoint"]
+    created_at: int
+    fine_tuned_model_checkpoint: str | None
+    """The directory the checkpoint was saved in (older ones may be deleted since)."""
+    fine_tuning_job_id: str
+    step_number: int
+    metrics: CheckpointMetrics
+
+
+class JobCheckpointList(BaseModel):
+    """A page of a job's checkpoints, newest first."""
+
+    object: Literal["list"]
+    data: list[JobCheckpointObject]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
 
 
 class LogLineObject(BaseModel):

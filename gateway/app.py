@@ -54,6 +54,8 @@ ROUTES = [
     Route("/v1/fine_tuning/jobs/{job_id}", _jobs.get_job, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/cancel", _jobs.cancel_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs/{job_id}/events", _jobs.job_events, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/checkpoints", _jobs.job_checkpoints,
+          methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/log", _jobs.job_log, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/stream", job_stream, methods=["GET"]),
     WebSocketRoute("/v1/ws", websocket_stream),

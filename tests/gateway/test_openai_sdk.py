@@ -27,8 +27,8 @@ def wait_final(sdk: openai.OpenAI, job_id: str, live_server: LiveServer) -> None
     assert sdk.fine_tuning.jobs.retrieve(job_id).status in {"succeeded", "cancelled", "failed"}
 
 
-def test_files_jobs_and_events_through_the_openai_sdk(sdk: openai.OpenAI,
-                                                      live_server: LiveServer) -> None:
+def test_files_jobs_events_and_checkpoints_through_the_openai_sdk(
+        sdk: openai.OpenAI, live_server: LiveServer) -> None:
     with (EXAMPLES / "sample.jsonl").open("rb") as f:
         uploaded = sdk.files.create(file=f, purpose="fine-tune")
     assert uploaded.id.startswith("file-") and uploaded.bytes > 0
@@ -38,7 +38,8 @@ def test_files_jobs_and_events_through_the_openai_sdk(sdk: openai.OpenAI,
         model="alallo/tiny-gpt2", training_file=uploaded.id, seed=3,
         method={"type": "supervised", "supervised": {"hyperparameters": {
             "n_epochs": "auto", "batch_size": 4}}},
-        extra_body={"hyperparameters": {"max_steps": 4}, "trainer": "simulated"},
+        extra_body={"hyperparameters": {"max_steps": 12},
+                    "trainer": {"type": "simulated", "step_delay_s": 0}},
     )
     assert job.object == "fine_tuning.job" and job.status == "queued"
     wait_final(sdk, job.id, live_server)
@@ -51,6 +52,13 @@ def test_files_jobs_and_events_through_the_openai_sdk(sdk: openai.OpenAI,
     assert types[0] == "JOB_PENDING" and types[-1] == "JOB_COMPLETE"
     seqs = [int(e.id.rsplit("-", 1)[1]) for e in events]
     assert seqs == sorted(set(seqs))
+
+    # Saved at step 10 and at the last step; limit=1 makes the SDK page by checkpoint id.
+    checkpoints = list(sdk.fine_tuning.jobs.checkpoints.list(job.id, limit=1))
+    assert [c.step_number for c in checkpoints] == [12, 10]
+    assert all(c.fine_tuning_job_id == job.id and c.id.startswith("ftckpt-")
+               and c.metrics.step == c.step_number and c.metrics.train_loss
+               and c.fine_tuned_model_checkpoint for c in checkpoints)
 
     running = sdk.fine_tuning.jobs.create(
         model="alallo/tiny-gpt2", training_file=uploaded.id,

@@ -138,6 +138,7 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/v1/fine_tuning/jobs/{job_id}"): BY_ID,
     ("POST", "/v1/fine_tuning/jobs/{job_id}/cancel"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/events"): BY_ID,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}/checkpoints"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/log"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/stream"): BY_ID,
     ("WEBSOCKET", "/v1/ws"): OWN_ONLY,
