@@ -14,7 +14,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from alallo import _client_base as base
 from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
-                                 LOG_PAGE_SIZE, JobSpecFields, StreamItem)
+                                 FILES_PAGE_SIZE, LOG_PAGE_SIZE, JobSpecFields, StreamItem)
 from alallo._client_errors import ClientError
 from alallo._types import FileId, JobId, Seq
 
@@ -103,9 +103,26 @@ class AsyncClient:
             return await self._request("POST", "/v1/files", files=files,
                                        data={"purpose": purpose})
 
-    async def list_files(self) -> _JsonObject:
-        """The account's files (:meth:`Client.list_files`)."""
-        return await self._request("GET", "/v1/files")
+    async def list_files(self, *, limit: int | None = None,
+                         after: FileId | None = None) -> _JsonObject:
+        """One page of the account's files, newest first (:meth:`Client.list_files`)."""
+        params = base.page(limit, after) if limit is not None else (
+            {"after": after} if after is not None else {})
+        return await self._request("GET", "/v1/files", params=params)
+
+    async def iter_files(
+        self, *, page_size: int = FILES_PAGE_SIZE
+    ) -> AsyncGenerator[_JsonObject, None]:
+        """Every file of the account, newest first, page after page (:meth:`Client.iter_files`)."""
+        after: FileId | None = None
+        while True:
+            page = await self.list_files(limit=page_size, after=after)
+            files: list[_JsonObject] = page["data"]
+            for file in files:
+                yield file
+            if not page.get("has_more") or not files:
+                return
+            after = str(files[-1]["id"])
 
     async def get_file(self, file_id: FileId) -> _JsonObject:
         """One file object (:meth:`Client.get_file`)."""

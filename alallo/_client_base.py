@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_URL",
     "EVENTS_PAGE_SIZE",
+    "FILES_PAGE_SIZE",
     "LOG_PAGE_SIZE",
     "STREAM_READ_TIMEOUT_S",
     "STREAM_RECONNECT_ATTEMPTS",
@@ -57,6 +58,8 @@ EVENTS_PAGE_SIZE = 100
 """Events fetched per request by ``iter_events``."""
 CHECKPOINTS_PAGE_SIZE = 100
 """Checkpoints fetched per request by ``iter_checkpoints``."""
+FILES_PAGE_SIZE = 100
+"""Files fetched per request by ``iter_files``."""
 LOG_PAGE_SIZE = 1000
 """Log lines fetched per request by ``iter_log``."""
 

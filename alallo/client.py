@@ -30,7 +30,8 @@ from alallo import _client_base as base
 from alallo._async_client import AsyncClient as AsyncClient
 from alallo._client_base import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from alallo._client_base import DEFAULT_URL as DEFAULT_URL
-from alallo._client_base import CHECKPOINTS_PAGE_SIZE, EVENTS_PAGE_SIZE, LOG_PAGE_SIZE
+from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, EVENTS_PAGE_SIZE, FILES_PAGE_SIZE,
+                                 LOG_PAGE_SIZE)
 from alallo._client_base import HyperparameterFields as HyperparameterFields
 from alallo._client_base import JobSpecFields as JobSpecFields
 from alallo._client_base import StreamItem as StreamItem
@@ -139,9 +140,24 @@ class Client:
             files = {"file": (path.name, data, "application/jsonl")}
             return self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
 
-    def list_files(self) -> _JsonObject:
-        """The account's files, as a list object (``data``, ``has_more``)."""
-        return self._request("GET", "/v1/files")
+    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> _JsonObject:
+        """One page of the account's files, newest first, as a list object (``data``,
+        ``has_more``); ``after`` is the last file id seen. Without ``limit``, the
+        server's page (up to 10,000)."""
+        params = base.page(limit, after) if limit is not None else (
+            {"after": after} if after is not None else {})
+        return self._request("GET", "/v1/files", params=params)
+
+    def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[_JsonObject]:
+        """Every file of the account, newest first, fetching page after page."""
+        after: FileId | None = None
+        while True:
+            page = self.list_files(limit=page_size, after=after)
+            files: list[_JsonObject] = page["data"]
+            yield from files
+            if not page.get("has_more") or not files:
+                return
+            after = str(files[-1]["id"])
 
     def get_file(self, file_id: FileId) -> _JsonObject:
         """One file object. Raises :class:`ApiError` 404 if the account has no such file."""

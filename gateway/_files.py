@@ -9,9 +9,13 @@ from starlette.responses import JSONResponse, Response
 from alallo import InvalidRequest
 
 from ._auth import account_of, runtime_of
+from ._body import query_int
 from ._errors import RequestTooLarge
 
-__all__ = ["create_file", "delete_file", "file_content", "get_file", "list_files"]
+__all__ = ["MAX_FILES_PAGE", "create_file", "delete_file", "file_content", "get_file", "list_files"]
+
+MAX_FILES_PAGE = 10_000
+"""The most files one page holds (and the default, as OpenAI's)."""
 
 
 async def create_file(request: Request) -> JSONResponse:
@@ -39,11 +43,27 @@ async def create_file(request: Request) -> JSONResponse:
 
 
 async def list_files(request: Request) -> JSONResponse:
-    """``GET /v1/files`` → the account's files, newest first."""
+    """``GET /v1/files?limit=&after=`` → the account's files, newest first.
+
+    ``after`` is the last file id of the previous page; an id the account has
+    no file of answers 422 (``param: after``), whoever owns it. Paged here,
+    over the runtime's whole list: an account's files are few (each is an
+    upload), and the store's order (newest, then id) is stable.
+    """
     account = await account_of(request)
+    limit = query_int(request, "limit", MAX_FILES_PAGE, low=1, high=MAX_FILES_PAGE)
+    after = request.query_params.get("after") or None
     rows = await runtime_of(request).list_files(account)
-    return JSONResponse({"object": "list", "data": [r.public() for r in rows],
-                         "has_more": False})
+    start = 0
+    if after is not None:
+        ids = [r.id for r in rows]
+        if after not in ids:
+            raise InvalidRequest(f"after must be one of your file ids, got {after!r}",
+                                 param="after")
+        start = ids.index(after) + 1
+    page = rows[start:start + limit]
+    return JSONResponse({"object": "list", "data": [r.public() for r in page],
+                         "has_more": start + limit < len(rows)})
 
 
 async def get_file(request: Request) -> JSONResponse:

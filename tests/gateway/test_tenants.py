@@ -377,3 +377,28 @@ def test_revoke_by_prefix_is_literal_and_refuses_an_ambiguous_one(tmp_path: Path
     revoked = {k["prefix"]: k["revoked_at"] is not None
                for k in json.loads(listed.stdout)["data"]}
     assert revoked == {"sk-alallo-ab_x": True, "sk-alallo-abcx": False, "sk-alallo-abcy": False}
+
+
+def test_files_page_with_after_and_limit_within_the_account(tenants: Tenants) -> None:
+    from alallo import Client
+
+    _, key = new_account(tenants.server, "pager")
+    with Client(tenants.server.url, api_key=key) as client:
+        uploaded = [client.upload_file(EXAMPLES / "sample.jsonl")["id"] for _ in range(3)]
+        newest_first = [f["id"] for f in client.list_files()["data"]]  # same second: by id
+        assert sorted(newest_first) == sorted(uploaded)
+        first = client.list_files(limit=2)
+        assert [f["id"] for f in first["data"]] == newest_first[:2] and first["has_more"]
+        rest = client.list_files(limit=2, after=first["data"][-1]["id"])
+        assert [f["id"] for f in rest["data"]] == newest_first[2:] and not rest["has_more"]
+        assert [f["id"] for f in client.iter_files(page_size=1)] == newest_first
+
+    pager = httpx.Client(base_url=tenants.server.url, timeout=30,
+                         headers={"Authorization": f"Bearer {key}"})
+    with pager:
+        theirs = pager.get("/v1/files", params={"after": tenants.file})
+        nobodys = pager.get("/v1/files", params={"after": "file-" + "0" * 24})
+    assert theirs.status_code == nobodys.status_code == 422
+    assert theirs.json()["error"]["param"] == "after"
+    assert (theirs.json()["error"]["message"].replace(tenants.file, "file-" + "0" * 24)
+            == nobodys.json()["error"]["message"])
