@@ -18,6 +18,7 @@ from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
+from ._request_log import RequestLog
 from ._signin import SignIn, create_link, sign_in
 from ._sse import account_stream, job_stream
 from ._ws import websocket_stream
@@ -67,7 +68,8 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
 
     ``app.state.stopping`` is a :class:`trio.Event`: set it to make open
     streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
-    Request bodies over their limit answer 413 (:mod:`gateway._limits`).
+    Request bodies over their limit answer 413 (:mod:`gateway._limits`); each request
+    gets an ``X-Request-ID`` and an access-log line (:mod:`gateway._request_log`).
     ``sign_in`` holds the dashboard's one-time links (a fresh one if None).
     """
     upload_limit = runtime.settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
@@ -77,7 +79,8 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
         return upload_limit if upload else MAX_JSON_BODY_BYTES
 
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS,
-                    middleware=[Middleware(BodyLimit, limit_for=body_limit)])
+                    middleware=[Middleware(RequestLog),
+                                Middleware(BodyLimit, limit_for=body_limit)])
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
     app.state.metrics = Metrics(runtime)

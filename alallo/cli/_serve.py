@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import structlog
 import trio
 import typer
 from rich.console import Console
 
 from alallo import Runtime, Settings
+from alallo._logging import configure_logging
 from alallo.cli import app
 from alallo.cli._watch import watch_job
 from alallo.client import AlalloClientError, Client
@@ -37,11 +37,9 @@ DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Where al
 
 
 def _configure_logging(level: int) -> None:
-    # Operator logs go to stderr, so that stdout stays the user's (the demo's live bar).
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-    )
+    # Operator logs go to stderr, so that stdout stays the user's (the demo's live bar):
+    # JSON lines with request and job ids, or a console renderer on a terminal.
+    configure_logging(level)
 
 
 def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
