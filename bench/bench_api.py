@@ -1,0 +1,87 @@
+"""API throughput: ``GET /v1/fine_tuning/jobs/{id}`` vs a bare Starlette endpoint, same server.
+
+Run: ``.venv/bin/python bench/bench_api.py`` (``--quick`` for short windows).
+
+One bench server (``bench/_server.py``: alallo's gateway app and a bare
+Starlette app under Hypercorn's trio worker, one process) holds one running
+job. A separate load process (``bench/_load.py http``: keep-alive HTTP/1.1
+on 8 connections) asks for the job, then for the same JSON from the bare
+endpoint, alternating (A B A B ...) so that drift on a shared machine falls
+on both; each figure is the median of its windows. Printed: requests per
+second of each, their ratio (target >= 0.7), and the CPU the load generator
+and the server took per window (the generator must not be the bottleneck).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from _results import append_rows, row
+from _server import BenchServer, create_jobs, proc_cpu_s, run_load, wait_running
+
+CONNECTIONS = 8
+
+
+def window(server: BenchServer, path: str, seconds: float) -> dict[str, Any]:
+    """One load window; adds the server's CPU seconds during it."""
+    before = proc_cpu_s(server.pid)
+    result = run_load(["http", server.url, path, "--connections", str(CONNECTIONS),
+                       "--seconds", str(seconds),
+                       "--header", f"Authorization: Bearer {server.api_key}"])
+    result["server_cpu_s"] = proc_cpu_s(server.pid) - before
+    result["rps"] = result["requests"] / result["wall_s"]
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s windows")
+    parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    args = parser.parse_args()
+    rounds, seconds = (3, 2.0) if args.quick else (7, 5.0)
+    with tempfile.TemporaryDirectory(prefix="alallo-bench-api-") as scratch, \
+            BenchServer(Path(scratch) / "data") as server:
+        [job_id] = create_jobs(server, 1)
+        wait_running(server, [job_id])
+        job = httpx.get(f"{server.url}/v1/fine_tuning/jobs/{job_id}", headers=server.headers)
+        httpx.put(f"{server.url}/bare/job", json=job.json()).raise_for_status()
+        paths = {"alallo": f"/v1/fine_tuning/jobs/{job_id}", "bare": "/bare/job"}
+        results: dict[str, list[dict[str, Any]]] = {"alallo": [], "bare": []}
+        window(server, paths["alallo"], 0.5)  # warm-up: imports, caches, connections
+        for i in range(rounds):
+            order = ("alallo", "bare") if i % 2 == 0 else ("bare", "alallo")
+            for side in order:
+                result = window(server, paths[side], seconds)
+                if result["errors"]:
+                    raise RuntimeError(f"{side}: {result['errors']} requests failed")
+                results[side].append(result)
+    alallo = statistics.median(r["rps"] for r in results["alallo"])
+    bare = statistics.median(r["rps"] for r in results["bare"])
+    load_cpu = statistics.median(r["cpu_s"] / r["wall_s"] for r in results["alallo"])
+    server_cpu = statistics.median(r["server_cpu_s"] / r["wall_s"] for r in results["alallo"])
+    bare_load_cpu = statistics.median(r["cpu_s"] / r["wall_s"] for r in results["bare"])
+    print(f"{'GET job (alallo)':<28}{alallo:>10,.0f} req/s   server CPU {server_cpu:.0%}, "
+          f"load generator CPU {load_cpu:.0%}")
+    print(f"{'bare Starlette endpoint':<28}{bare:>10,.0f} req/s   load generator CPU "
+          f"{bare_load_cpu:.0%}")
+    print(f"ratio {alallo / bare:.2f} (target >= 0.7); {rounds} rounds of {seconds:.0f} s, "
+          f"{CONNECTIONS} keep-alive connections, the same {len(job.content):,}-byte body")
+    if args.json:
+        append_rows(args.json, [
+            row("api: GET job req/s vs bare Starlette endpoint (same server)", alallo, "req/s",
+                bare, 0.7),
+            row("api: load generator CPU per second of load (alallo side)", load_cpu, "cpu s/s",
+                None, None),
+        ])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""SSE fan-out: N subscribers following jobs vs a bare sse-starlette endpoint in the same server.
+
+Run: ``.venv/bin/python bench/bench_sse.py`` (1,000 and 10,000 subscribers;
+``--quick`` for 200; ``--subscribers 500,2000`` for other sizes; ``--rate R``
+updates per second per job, default 2; ``--seconds S`` of publishing, default 10).
+
+One bench server (``bench/_server.py``) holds ``--jobs`` running jobs (10).
+Separate load processes (``bench/_load.py sse``; one per 5,000 subscribers)
+open N streams spread over the jobs, then the server publishes R items per
+second per job for S seconds, each stamped with ``time.time()``:
+
+- alallo: ``GET /v1/fine_tuning/jobs/{id}/stream``; the items go through
+  ``runtime.bus.publish`` (what the job actor does after persisting a line),
+  then :meth:`alallo.Runtime.stream`, the gateway's frames and sse-starlette;
+- bare: ``GET /bare/stream/{id}``: sse-starlette fed from one bare trio
+  memory channel per subscriber.
+
+Printed for each: p50/p99 delay from publish to the subscriber's read, the
+events delivered per second (expected: N x R), the server's resident memory
+with the streams open, and the CPU taken by the server and by the load
+processes. Targets: p99 < 250 ms at 10,000 subscribers; delivered events/s
+>= 0.8x bare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from _results import append_rows, row
+from _server import BenchServer, create_jobs, proc_cpu_s, raise_fd_limit, wait_running
+
+PER_LOAD_PROCESS = 5000
+"""Subscribers per load process."""
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of values, nearest rank; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def fan_out(server: BenchServer, side: str, paths: list[str], topics: list[str],
+            subscribers: int, rate: float, seconds: float) -> dict[str, Any]:
+    """One run: open the streams, publish, collect what the load processes saw."""
+    rss_before = server.rss_bytes()
+    processes = []
+    count = math.ceil(subscribers / PER_LOAD_PROCESS)
+    for i in range(count):
+        share = subscribers // count + (1 if i < subscribers % count else 0)
+        processes.append(subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_load.py")), "sse", server.url,
+             ",".join(paths), "--subscribers", str(share),
+             "--header", f"Authorization: Bearer {server.api_key}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    connect_start = time.perf_counter()
+    ready = 0
+    for p in processes:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        if not line.startswith("ready"):
+            raise RuntimeError(f"a load process failed: {line!r}")
+        ready += int(line.split()[1])
+    connected_s = time.perf_counter() - connect_start
+    rss_open = server.rss_bytes()
+    cpu_before = proc_cpu_s(server.pid)
+    httpx.post(f"{server.url}/bare/publish", json={
+        "target": side, "topics": topics, "rate": rate, "seconds": seconds}).raise_for_status()
+    time.sleep(seconds / 2)
+    rss_during = server.rss_bytes()
+    time.sleep(seconds / 2 + 2)  # the last items are in flight
+    server_cpu = proc_cpu_s(server.pid) - cpu_before
+    results = []
+    for p in processes:
+        out, _ = p.communicate("stop\n", timeout=120)
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    latencies = [x for r in results for x in r["latencies_ms"]]
+    received = sum(r["received"] for r in results)
+    time.sleep(1)  # streams of the closed connections end
+    return {
+        "ready": ready, "connect_s": connected_s,
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms": percentile(latencies, 0.5), "p99_ms": percentile(latencies, 0.99),
+        "delivered_per_s": received / seconds, "expected_per_s": subscribers * rate,
+        "rss_before": rss_before, "rss": max(rss_open, rss_during),
+        "server_cpu_s": server_cpu, "load_cpu_s": sum(r["cpu_s"] for r in results),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200 subscribers, 5 s")
+    parser.add_argument("--subscribers", default=None, help="comma-separated sizes")
+    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=2.0, help="updates per second per job")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    args = parser.parse_args()
+    sizes = [int(s) for s in (args.subscribers or ("200" if args.quick else "1000,10000"))
+             .split(",")]
+    seconds = args.seconds or (5.0 if args.quick else 10.0)
+    raise_fd_limit()
+    rows = []
+    env = {"ALALLO_MAX_CONCURRENT_JOBS": str(args.jobs)}
+    with tempfile.TemporaryDirectory(prefix="alallo-bench-sse-") as scratch, \
+            BenchServer(Path(scratch) / "data", env) as server:
+        ids = create_jobs(server, args.jobs)
+        wait_running(server, ids)
+        print(f"{'side':<8}{'subs':>7}{'p50 ms':>9}{'p99 ms':>9}{'events/s':>10}"
+              f"{'expected':>10}{'RSS MiB':>9}{'srv CPU':>9}{'load CPU':>9}{'connect s':>10}")
+        for size in sizes:
+            got = {}
+            for side in ("bare", "alallo"):
+                paths = ([f"/bare/stream/{i}" for i in ids] if side == "bare"
+                         else [f"/v1/fine_tuning/jobs/{i}/stream" for i in ids])
+                r = fan_out(server, side, paths, ids, size, args.rate, seconds)
+                got[side] = r
+                print(f"{side:<8}{size:>7}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
+                      f"{r['delivered_per_s']:>10,.0f}{r['expected_per_s']:>10,.0f}"
+                      f"{r['rss'] / 2**20:>9,.0f}{r['server_cpu_s'] / seconds:>9.0%}"
+                      f"{r['load_cpu_s'] / seconds:>9.0%}{r['connect_s']:>10.1f}"
+                      + (f"  errors {r['errors']}" if r["errors"] else ""), flush=True)
+            a, b = got["alallo"], got["bare"]
+            rows += [
+                row(f"sse ({size:,} subscribers): p99 publish-to-client delay", a["p99_ms"], "ms",
+                    b["p99_ms"], 250, met=a["p99_ms"] < 250),
+                row(f"sse ({size:,} subscribers): p50 publish-to-client delay", a["p50_ms"], "ms",
+                    b["p50_ms"], None),
+                row(f"sse ({size:,} subscribers): delivered events/s vs bare sse-starlette",
+                    a["delivered_per_s"], "ev/s", b["delivered_per_s"], 0.8),
+                row(f"sse ({size:,} subscribers): server RSS with the streams open", a["rss"] / 2**20,
+                    "MiB", b["rss"] / 2**20, None),
+            ]
+    if args.json:
+        append_rows(args.json, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
