@@ -8,8 +8,10 @@
 ``python bench/_load.py sse URL PATH[,PATH...] --subscribers N [--header K:V]``
     opens N Server-Sent Events streams (spread over the paths), prints
     ``ready N`` once every stream has sent its first event, then records for
-    each event whose JSON data has a ``t`` (the publisher's ``time.time()``)
-    the delay until it was read here. A line on stdin ends the run; it prints
+    each event whose JSON data has a ``t`` (the publisher's ``time.time()``),
+    or a job whose ``progress.loss`` holds a Unix time (the trainer's clock
+    when it printed the step, see ``bench_live_jobs.py``), the delay until it
+    was read here. A line on stdin ends the run; it prints
     ``{"received", "latencies_ms" (a sample of at most 20,000), "errors",
     "wall_s", "cpu_s"}``.
 
@@ -154,8 +156,15 @@ async def _read_events(stream: trio.SocketStream, conn: h11.Connection, buffer: 
                 for line in block.split("\n"):
                     if line.startswith("data:") and '"t":' in line:
                         t = json.loads(line[5:])["t"]
-                        state["received"] += 1
-                        latencies.append(now - t)
+                    elif line.startswith("data:") and '"loss":' in line:
+                        # A job item: the trainer put its clock in progress.loss.
+                        t = (json.loads(line[5:]).get("progress") or {}).get("loss") or 0.0
+                        if t < 1e9:
+                            continue
+                    else:
+                        continue
+                    state["received"] += 1
+                    latencies.append(now - t)
         elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
             return buffer, False
 

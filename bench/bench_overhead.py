@@ -1,0 +1,120 @@
+"""Overhead on real work: a TRL run through alallo vs the same trainer process run directly.
+
+Run: ``.venv/bin/python bench/bench_overhead.py`` (5 pairs; ``--quick`` for 1;
+``--pairs N``).
+
+The work: the shipped sample (``examples/sample.jsonl``, 48 examples) on
+``alallo/tiny-gpt2`` with the default hyperparameters (36 steps), trained
+by ``python -m alallo.trainers.trl``.
+
+- alallo: an embedded :class:`alallo.Runtime` (SQLite, one local slot);
+  timed from the start of ``upload_file`` to ``succeeded`` (``wait_for_final``).
+- direct: the process alallo starts for it, with the same command, working
+  directory layout, environment (``PYTHONUNBUFFERED``,
+  ``TOKENIZERS_PARALLELISM``) and config file (the one alallo wrote for the
+  warm-up job, with fresh output and checkpoint directories), its output
+  read through a pipe as alallo reads it; timed from launch to exit.
+
+A warm-up run through alallo first builds the tiny model and fills the page
+cache; then direct and alallo runs alternate (A B A B ...) so drift on a
+shared machine falls on both, and each side's figure is its median. Target:
+alallo / direct <= 1.05 (the limit is 1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import structlog
+import trio
+
+from _results import append_rows, row
+from alallo import Runtime, Settings
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "sample.jsonl"
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+async def through_alallo(rt: Runtime) -> tuple[float, str]:
+    """One job from upload to ``succeeded``; returns (seconds, job id)."""
+    account = await rt.authenticate(rt.api_key)
+    start = time.perf_counter()
+    file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+    job = await rt.create_job(account, {"model": "alallo/tiny-gpt2", "training_file": file.id})
+    final = await rt.wait_for_final(account, job.id)
+    elapsed = time.perf_counter() - start
+    if final.status.value != "succeeded":
+        raise RuntimeError(f"job {job.id} ended {final.status.value}: {final.message}")
+    return elapsed, job.id
+
+
+def direct(settings: Settings, template: Path, workdir: Path) -> float:
+    """The trainer process alone, launch to exit, with alallo's command and config."""
+    config = json.loads(template.read_text())
+    config["output_dir"] = str(workdir / "model")
+    config["checkpoint_dir"] = str(workdir / "checkpoints")
+    config["resume_from"] = None
+    attempt = workdir / "attempt-1"
+    attempt.mkdir(parents=True)
+    config_path = attempt / "config.json"
+    config_path.write_text(json.dumps(config, indent=2))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    start = time.perf_counter()
+    done = subprocess.run([settings.python, "-m", "alallo.trainers.trl", str(config_path)],
+                          cwd=attempt, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0 or b'"done"' not in done.stdout:
+        raise RuntimeError(f"the direct run failed:\n{done.stdout.decode()[-2000:]}")
+    return elapsed
+
+
+async def main(pairs: int, json_path: Path | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="alallo-bench-overhead-") as scratch:
+        root = Path(scratch)
+        settings = Settings(data_dir=root / "data", max_concurrent_jobs=1)
+        async with Runtime(settings) as rt:
+            warm_s, warm_id = await through_alallo(rt)
+            template = settings.jobs_dir / warm_id / "attempt-1" / "config.json"
+            print(f"warm-up through alallo (builds the model): {warm_s:.2f} s")
+            times: dict[str, list[float]] = {"direct": [], "alallo": []}
+            for i in range(pairs):
+                order = ("direct", "alallo") if i % 2 == 0 else ("alallo", "direct")
+                for side in order:
+                    if side == "direct":
+                        t = await trio.to_thread.run_sync(
+                            direct, settings, template, root / f"direct-{i}")
+                    else:
+                        t, _ = await through_alallo(rt)
+                    times[side].append(t)
+                    print(f"pair {i + 1}: {side:<7}{t:>7.2f} s", flush=True)
+    d = statistics.median(times["direct"])
+    a = statistics.median(times["alallo"])
+    print(f"median direct {d:.2f} s, through alallo {a:.2f} s: ratio {a / d:.3f} "
+          f"(target <= 1.05); overhead {a - d:+.2f} s per job")
+    if json_path is not None:
+        append_rows(json_path, [
+            row("overhead: TRL run through alallo vs trainer alone (wall)", a, "s", d, 1.05,
+                met=a / d <= 1.05),
+        ])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 pair instead of 5")
+    parser.add_argument("--pairs", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    args = parser.parse_args()
+    trio.run(main, args.pairs or (1 if args.quick else 5), args.json)
+    sys.exit(0)
