@@ -97,6 +97,18 @@ class BenchServer:
         assert self.process is not None
         return self.process.pid
 
+    def profile(self, seconds: float, path: Path | None) -> subprocess.Popen[bytes] | None:
+        """Sample the server with py-spy for ``seconds`` into ``path`` (collapsed stacks,
+        one ``frame;frame;... count`` line each); None when ``path`` is None.
+        Wait on the returned process before reading the file."""
+        if path is None:
+            return None
+        return subprocess.Popen(
+            ["py-spy", "record", "--pid", str(self.pid), "--duration", str(max(1, int(seconds))),
+             "--rate", "200", "--format", "raw", "--output", str(path), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+
     def rss_bytes(self) -> int:
         """The server's resident memory now (``VmRSS``)."""
         return proc_rss(self.pid)
@@ -180,6 +192,69 @@ def proc_cpu_s(pid: int) -> float:
 # -- the server process ---------------------------------------------------------
 
 
+def _experiments(names: str) -> None:
+    """Patch in a proposed fix of alallo (``ALALLO_BENCH_EXPERIMENT=a,b``), to measure it.
+
+    These are measurements for ``docs/performance.md``, not fixes: the code
+    they replace belongs to alallo.
+
+    - ``inline-reads``: SQLite reads run in the Trio thread instead of a
+      ``trio.to_thread`` worker (one thread hand-off less per read; writes
+      stay on the worker, where a WAL checkpoint's fsync cannot stall the loop).
+    - ``cache-auth``: ``Runtime.authenticate`` remembers key -> account in memory
+      (a real fix must forget a key when it is revoked).
+    - ``sync-output-log``: the trainer output log is appended with a plain
+      blocking write instead of ``trio.open_file`` (a worker thread per chunk).
+    """
+    for name in filter(None, names.split(",")):
+        if name == "inline-reads":
+            from alallo._store import Store
+
+            async def inline(self: Any, fn: Any) -> Any:
+                if self._engine.dialect.name != "sqlite":
+                    return await original(self, fn)
+                async with self._limiter:
+                    return self._sync_tx(fn)
+
+            original = Store._read
+            Store._read = inline  # type: ignore[method-assign]
+        elif name == "cache-auth":
+            from alallo import Runtime
+
+            known: dict[str | None, str] = {}
+            authenticate = Runtime.authenticate
+
+            async def cached(self: Any, api_key: str | None) -> str:
+                if api_key not in known:
+                    known[api_key] = await authenticate(self, api_key)
+                return known[api_key]
+
+            Runtime.authenticate = cached  # type: ignore[method-assign]
+        elif name == "sync-output-log":
+            import trio
+
+            class _SyncFile:
+                def __init__(self, path: Any, mode: str) -> None:
+                    self.file = open(path, mode)  # noqa: SIM115 - closed in __aexit__
+
+                async def write(self, data: bytes) -> int:
+                    return self.file.write(data)
+
+                async def __aenter__(self) -> _SyncFile:
+                    return self
+
+                async def __aexit__(self, *exc: object) -> None:
+                    self.file.close()
+
+            async def open_file(path: Any, mode: str) -> _SyncFile:
+                return _SyncFile(path, mode)
+
+            # Only the trainer's output log uses trio.open_file in alallo and gateway.
+            trio.open_file = open_file  # type: ignore[assignment]
+        else:
+            raise ValueError(f"unknown experiment {name!r}")
+
+
 def _serve(data_dir: Path) -> None:
     import logging
     import signal
@@ -202,6 +277,7 @@ def _serve(data_dir: Path) -> None:
     from gateway.server import GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
 
     raise_fd_limit()
+    _experiments(os.environ.get("ALALLO_BENCH_EXPERIMENT", ""))
     # A log line per request or job event would measure the log, not the server.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     bare_subscribers: dict[str, set[trio.MemorySendChannel[dict[str, Any]]]] = {}

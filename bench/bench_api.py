@@ -8,8 +8,10 @@ job. A separate load process (``bench/_load.py http``: keep-alive HTTP/1.1
 on 8 connections) asks for the job, then for the same JSON from the bare
 endpoint, alternating (A B A B ...) so that drift on a shared machine falls
 on both; each figure is the median of its windows. Printed: requests per
-second of each, their ratio (target >= 0.7), and the CPU the load generator
-and the server took per window (the generator must not be the bottleneck).
+second of each, their ratio (target >= 0.7), the server's CPU time per
+request of each (on a shared machine the server may get less than a core,
+and req/s then measures the machine; requests per CPU-second does not), and
+the CPU the load generator took (it must not be the bottleneck).
 """
 
 from __future__ import annotations
@@ -29,14 +31,19 @@ from _server import BenchServer, create_jobs, proc_cpu_s, run_load, wait_running
 CONNECTIONS = 8
 
 
-def window(server: BenchServer, path: str, seconds: float) -> dict[str, Any]:
-    """One load window; adds the server's CPU seconds during it."""
+def window(server: BenchServer, path: str, seconds: float,
+           profile: Path | None = None) -> dict[str, Any]:
+    """One load window; adds the server's CPU seconds during it (and samples it with
+    py-spy into ``profile``)."""
+    spy = server.profile(seconds, profile)
     before = proc_cpu_s(server.pid)
     result = run_load(["http", server.url, path, "--connections", str(CONNECTIONS),
                        "--seconds", str(seconds),
                        "--header", f"Authorization: Bearer {server.api_key}"])
     result["server_cpu_s"] = proc_cpu_s(server.pid) - before
     result["rps"] = result["requests"] / result["wall_s"]
+    if spy is not None:
+        spy.wait()
     return result
 
 
@@ -44,6 +51,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s windows")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="sample the server with py-spy in one extra alallo window "
+                             "(collapsed stacks to this file)")
     args = parser.parse_args()
     rounds, seconds = (3, 2.0) if args.quick else (7, 5.0)
     with tempfile.TemporaryDirectory(prefix="alallo-bench-api-") as scratch, \
@@ -62,21 +72,32 @@ def main() -> int:
                 if result["errors"]:
                     raise RuntimeError(f"{side}: {result['errors']} requests failed")
                 results[side].append(result)
+        if args.profile:
+            window(server, paths["alallo"], seconds, args.profile)
     alallo = statistics.median(r["rps"] for r in results["alallo"])
     bare = statistics.median(r["rps"] for r in results["bare"])
     load_cpu = statistics.median(r["cpu_s"] / r["wall_s"] for r in results["alallo"])
     server_cpu = statistics.median(r["server_cpu_s"] / r["wall_s"] for r in results["alallo"])
     bare_load_cpu = statistics.median(r["cpu_s"] / r["wall_s"] for r in results["bare"])
+    # Server CPU time per request: on a shared machine the server may get less
+    # than a core, and then req/s measures the machine; CPU per request does not.
+    cpu_us = statistics.median(r["server_cpu_s"] / r["requests"] * 1e6 for r in results["alallo"])
+    bare_cpu_us = statistics.median(r["server_cpu_s"] / r["requests"] * 1e6
+                                    for r in results["bare"])
     print(f"{'GET job (alallo)':<28}{alallo:>10,.0f} req/s   server CPU {server_cpu:.0%}, "
           f"load generator CPU {load_cpu:.0%}")
     print(f"{'bare Starlette endpoint':<28}{bare:>10,.0f} req/s   load generator CPU "
           f"{bare_load_cpu:.0%}")
+    print(f"server CPU per request: alallo {cpu_us:,.0f} us, bare {bare_cpu_us:,.0f} us "
+          f"(requests per CPU-second: ratio {bare_cpu_us / cpu_us:.2f})")
     print(f"ratio {alallo / bare:.2f} (target >= 0.7); {rounds} rounds of {seconds:.0f} s, "
           f"{CONNECTIONS} keep-alive connections, the same {len(job.content):,}-byte body")
     if args.json:
         append_rows(args.json, [
             row("api: GET job req/s vs bare Starlette endpoint (same server)", alallo, "req/s",
                 bare, 0.7),
+            row("api: requests per server CPU-second vs bare (1 / CPU per request)",
+                1e6 / cpu_us, "req/cpu-s", 1e6 / bare_cpu_us, 0.7),
             row("api: load generator CPU per second of load (alallo side)", load_cpu, "cpu s/s",
                 None, None),
         ])

@@ -67,6 +67,9 @@ def main() -> int:
     parser.add_argument("--period", type=float, default=1.0, help="seconds between steps")
     parser.add_argument("--seconds", type=float, default=None, help="measuring window")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="sample the server with py-spy during the window "
+                             "(collapsed stacks to this file)")
     args = parser.parse_args()
     jobs = args.jobs or (100 if args.quick else 1000)
     seconds = args.seconds or (5.0 if args.quick else 15.0)
@@ -100,6 +103,7 @@ def main() -> int:
                 raise RuntimeError(f"the load process failed: {ready!r}")
             db = server.data_dir / "alallo.db"
             steps_before, cpu_before = stored_steps(db), proc_cpu_s(server.pid)
+            spy = server.profile(seconds, args.profile)
             start = time.perf_counter()
             time.sleep(seconds / 2)
             rss = server.rss_bytes()
@@ -108,6 +112,8 @@ def main() -> int:
             window = time.perf_counter() - start
             rss = max(rss, server.rss_bytes())
             out, _ = load.communicate("stop\n", timeout=120)
+            if spy is not None:
+                spy.wait()
             result = json.loads(out.strip().splitlines()[-1])
     handled = (steps_after - steps_before) / window
     offered = jobs / args.period
