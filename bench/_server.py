@@ -79,6 +79,10 @@ class BenchServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            log = (self.data_dir / "server.log").read_text()
+            print(f"the bench server exited ({self.process.returncode}); its log ends:\n"
+                  f"{log[-3000:]}", file=sys.stderr)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -108,6 +112,10 @@ class BenchServer:
              "--rate", "200", "--format", "raw", "--output", str(path), "--nonblocking"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+
+    def open_fds(self) -> int:
+        """File descriptors the server holds now (sockets, pipes, files)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def rss_bytes(self) -> int:
         """The server's resident memory now (``VmRSS``)."""
