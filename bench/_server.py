@@ -78,10 +78,11 @@ class BenchServer:
         self.url, self.api_key = ready["url"], ready["api_key"]
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.poll() is not None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        died = self.process is not None and self.process.poll() is not None
+        if died or exc_type is not None:
             log = (self.data_dir / "server.log").read_text()
-            print(f"the bench server exited ({self.process.returncode}); its log ends:\n"
+            print(f"the bench server {'exited' if died else 'ran'}; its log ends:\n"
                   f"{log[-3000:]}", file=sys.stderr)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
