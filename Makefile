@@ -52,7 +52,7 @@ bench: $(STAMP)
 
 bench-quick: bench
 
-# Full sizes (10,000 SSE subscribers, 5 TRL pairs, ...): about an hour on 2 cores.
+# Full sizes (10,000 SSE subscribers, 5 TRL rounds, 1,000 recovering jobs, ...): 30-60 min on 2 cores.
 bench-full: $(STAMP)
 	$(PY) bench/run.py
 

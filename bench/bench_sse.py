@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
