@@ -386,7 +386,7 @@ class JobActor(Actor[JobMessage]):
     async def _watch_limits(self, ran_s: float) -> None:
         """Tell the job when it has run too long: the budget, then the time limit."""
         settings = self._rt.settings
-        budget_s = settings.budget_factor * self.job.estimate.high_s
+        budget_s = max(settings.budget_factor * self.job.estimate.high_s, settings.budget_min_s)
         limits = sorted([(budget_s - ran_s, "budget"), (settings.time_limit_s - ran_s,
                                                          "time_limit")])
         await trio.sleep(max(0.0, limits[0][0]))

@@ -79,7 +79,11 @@ class Settings(BaseSettings):
     """Restarts from the latest checkpoint after platform errors, before a job fails."""
     budget_factor: float = Field(default=3.0, gt=0)
     """A job is stopped (``Stopped: the budget was reached``) after running this many
-    times the upper end of its planned training time."""
+    times the upper end of its planned training time (and at least ``budget_min_s``)."""
+    budget_min_s: float = Field(default=600.0, ge=0)
+    """No job is stopped by the budget before it has run this many seconds: a job
+    planned to take seconds is not "far longer than planned" because its trainer,
+    W&B or a restart took a few seconds more to start."""
     time_limit_s: float = Field(default=12 * 3600, gt=0)
     """A job is stopped (``Stopped: the time limit was reached``) after running this long."""
     operator_webhook_url: str | None = None

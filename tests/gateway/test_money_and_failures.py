@@ -225,9 +225,7 @@ async def test_a_wandb_login_failure_at_start_cancels_with_the_seed_events(
 
 
 async def test_a_valid_wandb_key_reports_the_metrics(server_factory: Factory) -> None:
-    # W&B's own start (seconds on a loaded machine) is not in a simulated job's
-    # one-second plan: a generous budget keeps this test about the metrics.
-    server = server_factory(ALALLO_WANDB_MODE="offline", ALALLO_BUDGET_FACTOR="100")
+    server = server_factory(ALALLO_WANDB_MODE="offline")
     async with connect(server) as client:
         job = await submit(client, hyperparameters={"max_steps": 20}, integrations=[
         {"type": "wandb", "wandb": {"project": "demo", "api_key": WANDB_KEY}}])
@@ -249,7 +247,8 @@ async def test_a_valid_wandb_key_reports_the_metrics(server_factory: Factory) ->
 
 @pytest.mark.parametrize(
     ("env", "message"),
-    [({"ALALLO_BUDGET_FACTOR": "0.02"}, "Stopped: the budget was reached"),
+    [({"ALALLO_BUDGET_FACTOR": "0.02", "ALALLO_BUDGET_MIN_S": "0"},
+      "Stopped: the budget was reached"),
      # 3 s: room for a checkpoint (the first charge) even when the trainer is slow to start.
      ({"ALALLO_TIME_LIMIT_S": "3"}, "Stopped: the time limit was reached")],
 )
@@ -264,6 +263,21 @@ async def test_a_job_that_runs_too_long_is_stopped_and_costs_nothing(
     assert final["price"]["charged"] > 0
     assert final["price"]["charged"] == pytest.approx(final["price"]["refunded"])
     assert trainer_pids(job["id"]) == []
+
+
+async def test_a_job_planned_for_a_second_that_takes_a_few_is_not_stopped_by_the_budget(
+        server_factory: Factory) -> None:
+    # Planned: 0.3 s start + 10 x 0.01 s; it takes 10 x 0.3 s, ten times its plan's
+    # upper end, yet nowhere near "far longer than planned" for a user.
+    server = server_factory()
+    async with connect(server) as client:
+        job = await submit(client, hyperparameters={"max_steps": 10}, trainer={
+            "type": "simulated", "step_delay_s": 0.01, "slow_step_every": 1,
+            "slow_step_factor": 30})
+        assert job["estimate"]["high_s"] <= 1  # seconds, rounded
+        final, types = await finish(client, job["id"])
+    assert final["status"] == "succeeded", final["message"]
+    assert "JOB_STOPPED" not in types
 
 
 async def test_cancel_while_queued_is_free_and_never_starts(server_factory: Factory) -> None:
