@@ -14,10 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ._money import format_money
+
 if TYPE_CHECKING:
     from ._job import Job
 
-__all__ = ["LedgerEntry", "charge_through", "refund_all", "step_price"]
+__all__ = [
+    "LedgerEntry",
+    "billing_limit_detail",
+    "charge_through",
+    "refund_all",
+    "step_price",
+]
 
 _CENT_DIGITS = 9
 """Ledger amounts are rounded to nano-dollars: tiny CPU steps still add up."""
@@ -58,3 +66,14 @@ def refund_all(job: Job) -> tuple[dict[str, object], LedgerEntry | None]:
     if due <= 0:
         return {}, None
     return {"refunded": job.charged}, LedgerEntry("refund", 1, max(job.charged_through, 1), due)
+
+
+def billing_limit_detail(headroom: float) -> str:
+    """Why a running job was cancelled at the billing limit, after "Billing limit reached: ".
+
+    ``headroom`` is the balance plus the billing limit (USD), zero or less
+    here: how far the balance has gone past the limit, negated.
+    """
+    past = "has reached your billing limit" if headroom >= 0 else (
+        f"is {format_money(-headroom)} past your billing limit")
+    return f"your balance {past}, so the job was cancelled; the steps completed so far are charged"

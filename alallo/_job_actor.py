@@ -27,8 +27,10 @@ import trio
 from actors import Actor, ActorError
 
 from . import _lifecycle as lifecycle
+from ._billing import billing_limit_detail
 from ._bus import Item
 from ._job import Event, Job, LogLine
+from ._money import format_money
 from ._operator import JOB_RESTARTS
 from ._scheduler import Acquire, Grant, Release
 from ._spec import CommandTrainer, SimulatedTrainer
@@ -278,8 +280,7 @@ class JobActor(Actor[JobMessage]):
         elif headroom is not None and headroom <= 0 and job.status is JobStatus.RUNNING:
             await self._apply(lifecycle.AutoCancel(
                 now=time.time(), reason="billing_limit",
-                detail=f"the balance is ${headroom:.6f} past the billing limit; "
-                       "completed steps are charged"))
+                detail=billing_limit_detail(headroom)))
 
     async def _persist(self, job: Job, events: tuple[Event, ...],
                        lines: tuple[LogLine, ...],
@@ -397,8 +398,8 @@ class JobActor(Actor[JobMessage]):
         low = job.price_estimate[0]
         if balance + billing_limit >= low:
             return None
-        return (f"the job costs at least ${low:.6f}; the balance is ${balance:.6f} "
-                f"with a billing limit of ${billing_limit:.6f}")
+        return (f"the job costs at least {format_money(low)}; the balance is "
+                f"{format_money(balance)} with a billing limit of {format_money(billing_limit)}")
 
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._billing import LedgerEntry, charge_through, refund_all
+from ._money import format_money
 from ._capacity import DEVICE_TYPES
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Plan, Progress, SavedCheckpoint
@@ -189,7 +190,7 @@ class _Draft:
         if entry is not None:
             self.updates.update(updates)
             self.ledger.append(entry)
-            self.event(EventType.REFUND, f"Refunded ${entry.amount:.6f}: {why}")
+            self.event(EventType.REFUND, f"Refunded {format_money(entry.amount)}: {why}")
         return self
 
     def done(self) -> Transition:

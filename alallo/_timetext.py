@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -14,17 +15,31 @@ TIME_LEFT_MINUTES_BELOW_S = 5400.0
 """Time left writes times under 1.5 hours in minutes, longer ones in hours (the seeds)."""
 
 
-def format_duration(seconds: float, *, minutes_below: float = TIME_LEFT_MINUTES_BELOW_S) -> str:
+def format_duration(
+    seconds: float,
+    *,
+    minutes_below: float = TIME_LEFT_MINUTES_BELOW_S,
+    rounding: Literal["nearest", "down", "up"] = "nearest",
+) -> str:
     """Write a duration as the seeds do: ``"40 min"`` or ``"1.3 h"``.
 
     Times under ``minutes_below`` seconds are whole minutes (``"< 1 min"``
-    under half a minute); longer ones are hours with one decimal.
+    under half a minute, or under a minute when rounding down); longer ones
+    are hours with one decimal. ``rounding`` says which way a value between
+    two steps goes: a range rounds its low end down and its high end up, so
+    that the text still holds the range (:attr:`TimeRange.text`).
     """
-    if seconds < 30:
+    round_to = {"nearest": round, "down": math.floor, "up": math.ceil}[rounding]
+    if seconds < (60 if rounding == "down" else 30):
         return "< 1 min"
     if seconds < minutes_below:
-        return f"{max(1, round(seconds / 60))} min"
-    return f"{seconds / 3600:.1f} h"
+        return f"{max(1, round_to(_tidy(seconds / 60)))} min"
+    return f"{round_to(_tidy(seconds / 360)) / 10:.1f} h"
+
+
+def _tidy(value: float) -> float:
+    # 4680 s is 13.000000000000002 tenths of an hour in floating point: that is 1.3 h, not 1.4.
+    return round(value, 6)
 
 
 class TimeRange(BaseModel):
@@ -39,9 +54,16 @@ class TimeRange(BaseModel):
 
     @property
     def text(self) -> str:
-        """The range as the seeds write it; one value when both ends read the same."""
-        low = format_duration(self.low_s, minutes_below=self.minutes_below)
-        high = format_duration(self.high_s, minutes_below=self.minutes_below)
+        """The range as the seeds write it, low end rounded down and high end up.
+
+        ``"< 1 min"`` when it all lies under a minute; one value when both
+        ends read the same.
+        """
+        if self.high_s < 60:
+            return "< 1 min"
+        low = format_duration(max(self.low_s, 60.0), minutes_below=self.minutes_below,
+                              rounding="down")
+        high = format_duration(self.high_s, minutes_below=self.minutes_below, rounding="up")
         return low if low == high else f"{low} to {high}"
 
     def public(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from alallo._money import format_money
 from alallo._status import JobStatus
 from alallo.client import AlalloClientError, ApiError, Client
 
@@ -130,11 +131,10 @@ def time_left_text(job: dict[str, Any]) -> str:
 
 
 def money(amount: float | None, currency: str | None = "USD") -> str:
-    """``$0.12`` for dollars, ``0.12 EUR`` otherwise; tiny amounts keep 4 decimals."""
+    """``$0.12``, ``$0.0012``, ``-$0.0012`` (:func:`alallo._money.format_money`), or ``-``."""
     if amount is None:
         return "-"
-    number = f"{amount:,.2f}" if amount == 0 or abs(amount) >= 0.01 else f"{amount:.4f}"
-    return f"${number}" if currency in (None, "USD") else f"{number} {currency}"
+    return format_money(amount, currency)
 
 
 def price_range(price: dict[str, Any]) -> str:

@@ -26,6 +26,33 @@ def test_time_left_is_in_minutes_under_one_and_a_half_hours(seconds: float, text
     assert format_duration(seconds) == text
 
 
+@pytest.mark.parametrize(
+    ("low_s", "high_s", "text"),
+    [
+        (0, 20, "< 1 min"),  # a queued job about to start: not "< 1 min to 1 min"
+        (20, 59, "< 1 min"),
+        (20, 60, "1 min"),
+        (31, 67, "1 min to 2 min"),  # the range stays a range
+        (50, 150, "1 min to 3 min"),  # the top end rounds up, never down
+        (119, 121, "1 min to 3 min"),  # and the low end down
+        (60, 120, "1 min to 2 min"),
+        (600, 900, "10 min to 15 min"),
+        (50 * 60, 3601, "50 min to 1.1 h"),
+        (40 * 60, 1.3 * 3600, "40 min to 1.3 h"),  # exact tenths stay put
+        (5 * 3600, 5 * 3600 + 1, "5.0 h to 5.1 h"),
+    ],
+)
+def test_a_range_rounds_its_low_end_down_and_its_high_end_up(
+    low_s: float, high_s: float, text: str
+) -> None:
+    assert TimeRange(low_s=low_s, high_s=high_s).text == text
+
+
+def test_time_left_ranges_stay_in_minutes_under_one_and_a_half_hours() -> None:
+    assert TimeRange(low_s=50 * 60, high_s=5340.5, minutes_below=5400).text == "50 min to 90 min"
+    assert TimeRange(low_s=50 * 60, high_s=5400, minutes_below=5400).text == "50 min to 1.5 h"
+
+
 def test_time_left_starts_from_the_estimate_and_narrows_on_pace() -> None:
     job = apply(new_job(100), Started(now=T0)).job
     before = time_left(job, now=T0)
