@@ -22,6 +22,7 @@ __all__ = [
     "JsonOption",
     "UrlOption",
     "console",
+    "error_text",
     "fail",
     "make_client",
     "money",
@@ -103,6 +104,21 @@ def status_text(job: dict[str, Any]) -> Text:
     if job.get("message"):
         text.append(f" · {job['message']}")
     return text
+
+
+def error_text(job: dict[str, Any]) -> str | None:
+    """The job's error, when it says more than its message already does.
+
+    A job stopped by the budget has the message and the error message
+    "Stopped: the budget was reached": it is shown once, with the status,
+    not again as "stopped: Stopped: ...". The error's code is for programs
+    (``--json``), its message for people.
+    """
+    error = job.get("error") or {}
+    message = str(error.get("message") or "")
+    if not message or message == job.get("message"):
+        return None
+    return message
 
 
 def progress_text(job: dict[str, Any]) -> str:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from alallo.cli._common import (
     ApiKeyOption,
@@ -17,6 +16,7 @@ from alallo.cli._common import (
     print_json,
     timestamp,
 )
+from alallo.cli._table import Column, fitted_table
 
 __all__ = ["files_app"]
 
@@ -57,9 +57,15 @@ def list_files(
     if as_json:
         print_json(page)
         return
-    table = Table("ID", "Filename", "Lines", "Format", "Bytes", "Status", "Created at")
-    for item in page["data"]:
-        table.add_row(
+    out = console()
+    if not page["data"]:
+        out.print("No files yet. Upload one with `alallo files upload PATH`.", markup=False)
+        return
+    columns = [Column("ID", keep=True), Column("Filename", drop=1), Column("Lines", drop=3),
+               Column("Format", drop=4), Column("Bytes", drop=5), Column("Status", keep=True),
+               Column("Created at", drop=6)]
+    rows = [
+        [
             item["id"],
             str(item.get("filename", "")),
             str(item.get("line_count", "")),
@@ -67,11 +73,10 @@ def list_files(
             str(item.get("bytes", "")),
             str(item.get("status", "")),
             timestamp(item.get("created_at")),
-        )
-    out = console()
-    out.print(
-        table if page["data"] else "No files yet. Upload one with `alallo files upload PATH`."
-    )
+        ]
+        for item in page["data"]
+    ]
+    out.print(fitted_table(out, columns, rows))
 
 
 @files_app.command("get")

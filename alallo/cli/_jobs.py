@@ -17,6 +17,7 @@ from alallo.cli._common import (
     JsonOption,
     UrlOption,
     console,
+    error_text,
     money,
     open_client,
     percent_text,
@@ -28,6 +29,7 @@ from alallo.cli._common import (
     time_left_text,
     timestamp,
 )
+from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
 from alallo.client import Client, HyperparameterFields
 
@@ -199,9 +201,12 @@ def list_jobs(
     if not page["data"]:
         console().print("No jobs yet. Create one with `alallo jobs create`.", markup=False)
         return
-    table = Table("ID", "Name", "Model", "Method", "Status", "Progress", "Time left", "Price")
-    for job in page["data"]:
-        table.add_row(
+    out = console()
+    columns = [Column("ID", keep=True), Column("Name", drop=4), Column("Model", drop=3),
+               Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=1),
+               Column("Time left", drop=2), Column("Price", keep=True)]
+    rows = [
+        [
             job["id"],
             str(job.get("name") or ""),
             str(job.get("model", "")),
@@ -210,8 +215,10 @@ def list_jobs(
             percent_text(job),
             time_left_text(job),
             price_text(job),
-        )
-    console().print(table)
+        ]
+        for job in page["data"]
+    ]
+    out.print(fitted_table(out, columns, rows))
 
 
 @jobs_app.command("get")
@@ -235,6 +242,8 @@ def get(
     out = console()
     out.print(Text.assemble((job["id"], "bold"), "  ", str(job.get("name") or "")))
     grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")  # a path or an id folds, and is never cut
     grid.add_row("Status", status_text(job))
     grid.add_row("Progress", progress_text(job))
     grid.add_row("Time left (estimate)", time_left_text(job))
@@ -246,10 +255,10 @@ def get(
             f"step {checkpoint.get('step')}, {timestamp(checkpoint.get('created_at'))}",
         )
     if job.get("fine_tuned_model"):
-        grid.add_row("Fine-tuned model", str(job["fine_tuned_model"]))
-    error = job.get("error")
+        grid.add_row("Fine-tuned model", Text(str(job["fine_tuned_model"]), style="bold"))
+    error = error_text(job)
     if error:
-        grid.add_row("Error", Text(f"{error.get('code')}: {error.get('message')}", style="red"))
+        grid.add_row("Error", Text(error, style="red"))
     grid.add_row("Model", f"{job.get('model', '')} ({_method_text(job)})")
     grid.add_row("Created at", timestamp(job.get("created_at")))
     out.print(grid)
@@ -294,17 +303,19 @@ def events(
     if as_json:
         print_json({"object": "list", "data": items, "has_more": False})
         return
-    table = Table("Message", "Type", "Created at", "Hash")
+    out = console()
+    columns = [Column("Message"), Column("Type", keep=True), Column("Created at", drop=1),
+               Column("Hash", drop=2)]
+    rows = []
     for event in items:
         style = {"warning": "yellow", "error": "red"}.get(str(event.get("level")), "")
-        table.add_row(
-            str(event.get("message", "")),
-            str(event.get("type", "")),
-            timestamp(event.get("created_at")),
-            str(event.get("hash") or ""),
-            style=style,
-        )
-    console().print(table)
+        rows.append([
+            Text(str(event.get("message", "")), style=style),
+            Text(str(event.get("type", "")), style=style),
+            Text(timestamp(event.get("created_at")), style=style),
+            Text(str(event.get("hash") or ""), style=style),
+        ])
+    out.print(fitted_table(out, columns, rows))
 
 
 @jobs_app.command("logs")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, console, open_client, print_json
+from alallo.cli._table import Column, fitted_table
 
 __all__ = ["models_app"]
 
@@ -40,17 +40,22 @@ def _show(url: str | None, api_key: str | None, as_json: bool) -> None:
     if as_json:
         print_json(catalogue)
         return
-    table = Table("ID", "Parameters", "Context", "Adapters", "Precisions", "Runs here")
-    for model in catalogue["data"]:
-        table.add_row(
+    out = console()
+    columns = [Column("ID", keep=True), Column("Parameters", drop=2), Column("Context", drop=1),
+               Column("Adapters", drop=3), Column("Precisions", drop=4),
+               Column("Runs here", keep=True)]
+    rows = [
+        [
             model["id"],
             _count(model.get("parameters")),
             str(model.get("context_length", "")),
             ", ".join(model.get("adapters", [])),
             ", ".join(model.get("precisions", [])),
             "yes" if model.get("runnable_here") else "no",
-        )
-    console().print(table)
+        ]
+        for model in catalogue["data"]
+    ]
+    out.print(fitted_table(out, columns, rows))
 
 
 def _count(parameters: Any) -> str:

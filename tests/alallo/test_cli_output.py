@@ -1,0 +1,79 @@
+"""What the ``alallo`` tables and details show on an 80-column terminal: nothing to copy is cut."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.testing import CliRunner
+
+from alallo.cli import app
+from test_cli import FakeServer, JobFactory, _clean_env, listing, server  # noqa: F401 (fixtures)
+
+JOB_ID = "ft-4a5b6c7d8e9f0a1b2c3d4e5f"
+FILE_ID = "file-3bcd4e5f6a7b8c9d0e1f2a3b"
+MODEL_ID = "meta-llama/Llama-3.1-70B-Instruct"
+BUDGET = "Stopped: the budget was reached"
+
+
+def run80(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+    assert "Traceback" not in result.output
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    return result
+
+
+def test_jobs_list_at_80_columns_keeps_ids_statuses_and_prices_whole(
+    server: FakeServer, make_job: JobFactory
+) -> None:
+    server.on("GET", "/v1/fine_tuning/jobs", listing(
+        make_job(id=JOB_ID, model=MODEL_ID, name="my first fine-tune"),
+        make_job(id=JOB_ID.replace("4a5", "9z9"), status="succeeded", time_left=None,
+                 price={"estimate": {"low": 0.1, "high": 0.2}, "charged": 0.000018,
+                        "currency": "USD"}),
+    ))
+    out = run80("jobs", "list").stdout
+    for whole in (JOB_ID, JOB_ID.replace("4a5", "9z9"), "running", "succeeded",
+                  "$0.10 to $0.25", "$0.000018"):
+        assert whole in out
+    assert "…" not in out
+
+
+def test_models_and_files_at_80_columns_keep_their_ids_whole(server: FakeServer) -> None:
+    server.on("GET", "/v1/models", listing({
+        "id": MODEL_ID, "parameters": 70_000_000_000, "context_length": 131072,
+        "adapters": ["lora", "full"], "precisions": ["16-bit", "4-bit"], "runnable_here": False,
+    }))
+    server.on("GET", "/v1/files", listing({
+        "id": FILE_ID, "filename": "customer-support-conversations-2026.jsonl", "bytes": 123456,
+        "line_count": 5000, "format": "messages", "status": "processed",
+        "created_at": 1_700_000_000,
+    }))
+    models = run80("models").stdout
+    files = run80("files", "list").stdout
+    assert MODEL_ID in models and "…" not in models
+    assert FILE_ID in files and "processed" in files and "…" not in files
+
+
+def test_jobs_get_at_80_columns_shows_the_model_path_whole_and_an_error_once(
+    server: FakeServer, make_job: JobFactory
+) -> None:
+    path = "/home/someone/projects/alallo/.alallo/models/" + JOB_ID + "/final"
+    server.on("GET", f"/v1/fine_tuning/jobs/{JOB_ID}", make_job(
+        id=JOB_ID, status="failed", message=BUDGET, fine_tuned_model=path,
+        error={"code": "stopped", "message": BUDGET, "param": None}))
+    server.on("GET", f"/v1/fine_tuning/jobs/{JOB_ID}/log", listing())
+    out = run80("jobs", "get", JOB_ID).stdout
+    assert "".join(line.strip() for line in out.splitlines()).count(path) == 1
+    assert out.count(BUDGET) == 1, "not 'stopped: Stopped: the budget was reached'"
+    assert "stopped:" not in out
+
+
+def test_jobs_get_shows_an_error_that_adds_to_the_message(
+    server: FakeServer, make_job: JobFactory
+) -> None:
+    server.on("GET", "/v1/fine_tuning/jobs/ft-1", make_job(
+        status="failed", message="Failed. We've been notified and are looking into it.",
+        error={"code": "platform_error", "message": "the trainer exited with code 1"}))
+    server.on("GET", "/v1/fine_tuning/jobs/ft-1/log", listing())
+    out = run80("jobs", "get", "ft-1").stdout
+    assert "Error                 the trainer exited with code 1" in out
