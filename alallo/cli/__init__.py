@@ -22,7 +22,7 @@ from alallo.cli._models import models_app
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
+app = typer.Typer(rich_markup_mode=None, 
     no_args_is_help=True,
     help="alallo runs fine-tuning jobs and shows, live, where each one stands.",
 )

@@ -40,16 +40,16 @@ if TYPE_CHECKING:
 
 __all__ = ["accounts_app", "keys_app"]
 
-accounts_app = typer.Typer(no_args_is_help=True,
+accounts_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                            help="Create and list accounts (on the server's store).")
-keys_app = typer.Typer(no_args_is_help=True,
+keys_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                        help="Create, list and revoke API keys (on the server's store).")
 
 DataDirOption = Annotated[
     Path | None,
     typer.Option("--data-dir", envvar="ALALLO_DATA_DIR",
-                 help="The server's data directory (its SQLite store).",
-                 show_default="./.alallo"),
+                 help="The server's data directory, its SQLite store [default: ./.alallo].",
+                 show_default=False),
 ]
 DatabaseUrlOption = Annotated[
     str | None,

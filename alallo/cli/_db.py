@@ -18,7 +18,7 @@ from alallo.cli._common import console, fail
 
 __all__ = ["db_app", "upgrade"]
 
-db_app = typer.Typer(no_args_is_help=True, help="Manage the store's database schema.")
+db_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="Manage the store's database schema.")
 
 DatabaseUrlOption = Annotated[
     str | None,
@@ -28,8 +28,8 @@ DatabaseUrlOption = Annotated[
 ]
 DataDirOption = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="Where alallo keeps its data (for the SQLite default).",
-                 show_default="./.alallo"),
+    typer.Option("--data-dir", help="Where alallo keeps its data, for the SQLite default "
+                 "[default: ./.alallo].", show_default=False),
 ]
 
 

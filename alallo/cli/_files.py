@@ -20,7 +20,7 @@ from alallo.cli._table import Column, fitted_table
 
 __all__ = ["files_app"]
 
-files_app = typer.Typer(no_args_is_help=True, help="Upload and manage training files (JSONL).")
+files_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="Upload and manage training files (JSONL).")
 
 FileIdArgument = Annotated[str, typer.Argument(help="A file id, file-…", show_default=False)]
 

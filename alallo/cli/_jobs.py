@@ -35,7 +35,7 @@ from alallo.client import Client, HyperparameterFields
 
 __all__ = ["estimate", "jobs_app"]
 
-jobs_app = typer.Typer(
+jobs_app = typer.Typer(rich_markup_mode=None, 
     no_args_is_help=True, help="Create, follow, inspect and cancel fine-tuning jobs."
 )
 

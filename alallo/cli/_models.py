@@ -11,7 +11,7 @@ from alallo.cli._table import Column, fitted_table
 
 __all__ = ["models_app"]
 
-models_app = typer.Typer(help="The models you can fine-tune.")
+models_app = typer.Typer(rich_markup_mode=None, help="The models you can fine-tune.")
 
 
 @models_app.callback(invoke_without_command=True)

@@ -10,7 +10,7 @@ from alallo.cli._common import ApiKeyOption, UrlOption, console, open_client
 
 __all__ = ["nodes_app"]
 
-nodes_app = typer.Typer(help="Operate the capacity pool's nodes.")
+nodes_app = typer.Typer(rich_markup_mode=None, help="Operate the capacity pool's nodes.")
 NodeArgument = Annotated[str, typer.Argument(help="The node's name (see `alallo capacity`).")]
 
 

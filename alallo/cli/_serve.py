@@ -1,7 +1,11 @@
 """``alallo serve`` and ``alallo demo``: the server, in one Trio process.
 
 This is the one module of ``alallo`` that imports ``gateway`` (the layering
-rule of the design: only the command line's server entry point may).
+rule of the design: only the command line's server entry point may). The
+server's code (the runtime, the store, SQLAlchemy, Trio, the gateway) is
+imported inside the commands, not here: every ``alallo`` command imports
+this module to register ``serve`` and ``demo``, and a client command such
+as ``alallo jobs list`` must not pay about 1.5 s of imports it never uses.
 """
 
 from __future__ import annotations
@@ -9,46 +13,53 @@ from __future__ import annotations
 import errno
 import logging
 import signal
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import trio
 import typer
 from rich.console import Console
 
-from alallo import Runtime, Settings
-from alallo._logging import configure_logging
 from alallo.cli import app
-from alallo.cli._watch import watch_job
-from alallo.client import AlalloClientError, Client
+
+if TYPE_CHECKING:
+    import trio
+
+    from alallo import Runtime, Settings
 
 __all__ = ["demo", "serve"]
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 DEMO_MODEL = "alallo/tiny-gpt2"
 
-HostOption = Annotated[str | None, typer.Option("--host", help="Address to listen on.",
-                                                show_default="127.0.0.1")]
-PortOption = Annotated[int | None, typer.Option("--port", help="Port to listen on (0: any free).",
-                                                show_default="8000")]
-DataDirOption = Annotated[Path | None, typer.Option("--data-dir", help="Where alallo keeps its data.",
-                                                    show_default="./.alallo")]
+# The defaults are written in the help, not given to typer: an option left
+# out must stay None so that ALALLO_HOST, ALALLO_PORT and ALALLO_DATA_DIR apply.
+HostOption = Annotated[str | None, typer.Option(
+    "--host", help="Address to listen on [default: 127.0.0.1].", show_default=False)]
+PortOption = Annotated[int | None, typer.Option(
+    "--port", help="Port to listen on, 0: any free [default: 8000].", show_default=False)]
+DataDirOption = Annotated[Path | None, typer.Option(
+    "--data-dir", help="Where alallo keeps its data [default: ./.alallo].", show_default=False)]
 
 
 def _configure_logging(level: int) -> None:
+    from alallo._logging import configure_logging
+
     # Operator logs go to stderr, so that stdout stays the user's (the demo's live bar):
     # JSON lines with request and job ids, or a console renderer on a terminal.
     configure_logging(level)
 
 
 def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+    from alallo import Settings
+
     # Options given on the command line win over ALALLO_* variables.
     given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
     return Settings(**{k: v for k, v in given.items() if v is not None})
 
 
 async def _until_signal(stop: trio.Event) -> None:
+    import trio
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             stop.set()
@@ -57,6 +68,9 @@ async def _until_signal(stop: trio.Event) -> None:
 
 async def _run_server(settings: Settings, console: Console, *,
                       then: Any = None) -> None:
+    import trio
+
+    from alallo import Runtime
     from gateway import SignIn
     from gateway import serve as serve_http
 
@@ -85,6 +99,8 @@ async def _run_server(settings: Settings, console: Console, *,
 
 def _run(settings: Settings, console: Console, then: Any = None) -> None:
     """Run the server; a port that cannot be bound ends with one line, not a traceback."""
+    import trio
+
     try:
         trio.run(lambda: _run_server(settings, console, then=then))
     except (OSError, BaseExceptionGroup) as exc:
@@ -123,6 +139,11 @@ def demo(
     exit_after: Annotated[bool, typer.Option("--exit", help="Stop once the job has ended.")] = False,
 ) -> None:
     """Start the server, fine-tune the tiny model on the sample data, and show it live."""
+    import trio
+
+    from alallo.cli._watch import watch_job
+    from alallo.client import AlalloClientError, Client
+
     console = Console(highlight=False, soft_wrap=True)
     _configure_logging(logging.WARNING)
     settings = _settings(host, port, data_dir)
