@@ -7,6 +7,12 @@ same format:
 - ``messages``: ``{"messages": [{"role": "user"|"assistant"|"system", "content": "..."}, ...]}``
 - ``prompt_completion``: ``{"prompt": "...", "completion": "..."}``
 
+A ``messages`` line must hold at least one ``assistant`` message: the reply
+the model learns to give (without one there is nothing to train on; OpenAI's
+fine-tuning data check refuses such a line too, as
+``example_missing_assistant_message`` in the OpenAI cookbook's
+``Chat_finetuning_data_prep.ipynb``).
+
 The format is taken from the first line and every later line must match it.
 The first bad line is reported with its number (1-based), so a user can fix
 it; nothing of a bad file is stored.
@@ -108,6 +114,12 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
                 raise InvalidFile(
                     f"line {number}: messages[{index}].content must be a string", param="file"
                 )
+        if not any(message["role"] == "assistant" for message in messages):
+            raise InvalidFile(
+                f"line {number}: no assistant message: each conversation needs at least one "
+                'message with role "assistant", the reply the model learns to give',
+                param="file",
+            )
 
 
 def _string(row: dict[str, Any], column: str, number: int) -> None:

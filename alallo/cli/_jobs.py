@@ -64,6 +64,10 @@ MaxStepsOption = Annotated[
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Examples per step.")]
 LearningRateOption = Annotated[float | None, typer.Option(min=0.0, help="Learning rate.")]
 LoraRankOption = Annotated[int | None, typer.Option(min=1, help="Rank of the LoRA matrices.")]
+TrainerOption = Annotated[
+    Literal["trl", "simulated"] | None,
+    typer.Option(help="Real training or the simulator (whose steps take far less time)."),
+]
 
 
 @jobs_app.command("create")
@@ -84,9 +88,7 @@ def create(
         str | None, typer.Option(help="Added to the fine-tuned model's name.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
-    trainer: Annotated[
-        Literal["trl", "simulated"] | None, typer.Option(help="Real training or the simulator.")
-    ] = None,
+    trainer: TrainerOption = None,
     watch: Annotated[bool, typer.Option("--watch", help="Follow the job until it ends.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Create without asking.")] = False,
     url: UrlOption = None,
@@ -104,7 +106,7 @@ def create(
             quote = client.estimate(
                 model=model, training_file=training_file, adapter=adapter, precision=precision,
                 goal=goal, hyperparameters=hyperparameters, trainer=trainer)
-            _confirm(quote, ask=not yes and sys.stdin.isatty())
+            _confirm(quote, ask=not yes and sys.stdin.isatty(), trainer=trainer)
         job = client.create_job(
             model=model,
             training_file=training_file,
@@ -123,9 +125,6 @@ def create(
         else:
             out = console()
             out.print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
-            estimate = job.get("estimate") or {}
-            if estimate.get("time") or estimate.get("price"):
-                out.print(f"Estimate: {_estimate_text(estimate)}", markup=False)
         if watch:
             _watch(client, job["id"])
 
@@ -143,11 +142,17 @@ def estimate(
     batch_size: BatchSizeOption = None,
     learning_rate: LearningRateOption = None,
     lora_rank: LoraRankOption = None,
+    trainer: TrainerOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Estimate time and price of a job without creating it."""
+    """Estimate time and price of a job without creating it.
+
+    ``--trainer simulated`` gives the estimate that ``jobs create --trainer
+    simulated`` shows: the simulator's steps take far less time than real
+    training, so its time and price are lower.
+    """
     hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
     with open_client(url, api_key) as client:
         answer = client.estimate(
@@ -157,6 +162,7 @@ def estimate(
             precision=precision,
             goal=goal,
             hyperparameters=hyperparameters,
+            trainer=trainer,
         )
     if as_json:
         print_json(answer)
@@ -175,6 +181,8 @@ def estimate(
             f"{plan.get('devices', '?')} × {plan.get('device_type', '?')}, "
             f"{plan.get('memory_gb', '?')} GB",
         )
+    if trainer == "simulated":
+        grid.add_row("Trainer", _SIMULATED)
     if answer.get("note"):
         grid.add_row("Capacity", str(answer["note"]))
     if answer.get("allowed_to_proceed") is False:
@@ -407,12 +415,17 @@ def _price_detail(job: dict[str, Any]) -> str:
     return text
 
 
-def _confirm(quote: dict[str, Any], *, ask: bool) -> None:
+_SIMULATED = "simulated: its steps take far less time and cost than real training"
+
+
+def _confirm(quote: dict[str, Any], *, ask: bool, trainer: str | None) -> None:
     """Show an estimate; stop if the job cannot run, or if the user says no."""
     out = console()
     if not quote.get("available", True):
         fail(str(quote.get("reason") or "Not available right now."))
     out.print(f"Estimate: {_estimate_text(quote)}", markup=False)
+    if trainer == "simulated":
+        out.print(f"Trainer: {_SIMULATED}", markup=False)
     if quote.get("note"):
         out.print(quote["note"], markup=False)
     if quote.get("allowed_to_proceed") is False:

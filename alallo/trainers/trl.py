@@ -17,9 +17,13 @@ builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
 4. the model saved to ``output_dir`` (LoRA: the adapter; full: the whole
    model; both with the tokenizer), then ``Done`` and exit 0.
 
-A bad data line or an impossible setting ends with ``Error(kind="user")``;
-anything else (out of memory included) with ``Error(kind="platform")`` and a
-traceback on stderr; both exit 1.
+What the user gave is the user's to fix: a bad data line, an impossible
+setting, or their own model (an absolute path, not a catalogue name) that
+has no ``config.json`` or that transformers cannot load, each end with
+``Error(kind="user")``, so the job fails at once with "Training failed: ..."
+and is not restarted. Anything else, alallo's own models included (a
+catalogue model that does not load is alallo's fault), and out of memory,
+ends with ``Error(kind="platform")`` and a traceback on stderr; both exit 1.
 
 LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
@@ -81,6 +85,14 @@ class _SettingsError(ValueError):
     """A setting this trainer cannot honour here; reported as a user error."""
 
 
+class _UserModelError(ValueError):
+    """The user's own model directory cannot be loaded; reported as a user error."""
+
+
+_MESSAGE_CHARS = 300
+"""A library's error can run long (transformers lists every model type it knows)."""
+
+
 class _Protocol:
     """Writes protocol lines to the real stdout, given when entered.
 
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             _train(config, out)
         except WandbFailed:
             return 1
-        except (UserDataError, _SettingsError) as exc:
+        except (UserDataError, _SettingsError, _UserModelError) as exc:
             out(Error(kind="user", message=str(exc)))
             return 1
         except ValidationError as exc:
@@ -165,6 +177,8 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
     resume_step = _checkpoint_step(Path(config.resume_from)) if config.resume_from else None
 
     if not (model_dir / "config.json").is_file():
+        if _is_users_model(config):
+            raise _UserModelError(f"the model directory {model_dir} has no config.json")
         if config.model_name != TINY_GPT2:
             raise RuntimeError(f"model directory {model_dir} has no config.json")
         # The built-in model is built on first use, by whichever trainer
@@ -252,8 +266,16 @@ def _load_model(
         # The frozen base can live in bf16; full fine-tuning keeps fp32
         # master weights and trains under bf16 autocast instead.
         kwargs["dtype"] = torch.bfloat16
-    model = AutoModelForCausalLM.from_pretrained(config.model, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(config.model, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # What transformers raises for a config, weights or tokenizer it cannot
+        # read; torch's out-of-memory is a RuntimeError and stays alallo's.
+        if not _is_users_model(config):
+            raise
+        raise _UserModelError(
+            f"cannot load the model {config.model_name}: {_shortened(str(exc))}") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if config.precision == "4-bit":
@@ -263,6 +285,16 @@ def _load_model(
             model, use_gradient_checkpointing=True
         )
     return model, tokenizer
+
+
+def _is_users_model(config: TrainerConfig) -> bool:
+    """The job names a model directory of the user's (an absolute path), not a catalogue model."""
+    return Path(config.model_name).is_absolute()
+
+
+def _shortened(message: str) -> str:
+    first = " ".join(message.split())
+    return first if len(first) <= _MESSAGE_CHARS else first[: _MESSAGE_CHARS - 1] + "…"
 
 
 def _bnb_config(*, bf16: bool) -> Any:

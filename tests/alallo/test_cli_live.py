@@ -50,13 +50,28 @@ def test_upload_watch_events_and_cancel_a_finished_job(live_server: LiveServer) 
 
 def test_a_broken_line_7_is_refused_with_its_number(live_server: LiveServer,
                                                     tmp_path: Path) -> None:
-    lines = [json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(10)]
+    lines = [json.dumps({"messages": [{"role": "user", "content": f"q{i}"},
+                                      {"role": "assistant", "content": f"a{i}"}]})
+             for i in range(10)]
     lines[6] = '{"messages": [{"role": "user", "content": "unterminated"}'
     bad = tmp_path / "broken.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     result = alallo(live_server, "files", "upload", str(bad), check=False)
     assert result.returncode == 1
     assert "line 7" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_conversation_without_a_reply_is_refused_with_its_line(live_server: LiveServer,
+                                                                 tmp_path: Path) -> None:
+    reply = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    question = {"messages": [{"role": "system", "content": "be brief"},
+                             {"role": "user", "content": "and then?"}]}
+    data = tmp_path / "no-reply.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in (reply, reply, question)) + "\n")
+    result = alallo(live_server, "files", "upload", str(data), check=False)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: line 3: no assistant message")
+    assert "(param: file)" in result.stderr
 
 
 @pytest.mark.parametrize("args", [("jobs", "get", "ft-000000000000000000000000"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from typer.testing import CliRunner
@@ -77,3 +78,21 @@ def test_jobs_get_shows_an_error_that_adds_to_the_message(
     server.on("GET", "/v1/fine_tuning/jobs/ft-1/log", listing())
     out = run80("jobs", "get", "ft-1").stdout
     assert "Error                 the trainer exited with code 1" in out
+
+
+def test_create_and_estimate_with_the_simulated_trainer_ask_for_the_same_plan(
+    server: FakeServer, make_job: JobFactory
+) -> None:
+    quote = {"available": True, "time": {"low_s": 5, "high_s": 20, "text": "< 1 min"},
+             "price": {"low": 0.000012, "high": 0.000031, "currency": "USD"}}
+    server.on("POST", "/v1/fine_tuning/estimates", quote)
+    server.on("POST", "/v1/fine_tuning/jobs", make_job(status="queued", message="Starting"))
+    common = ("--model", "alallo/tiny-gpt2", "--training-file", "file-1", "--trainer", "simulated")
+    created = run80("jobs", "create", *common, "--yes").stdout
+    estimated = run80("estimate", *common).stdout
+    sent = [json.loads(r.content) for r in server.requests if r.url.path.endswith("/estimates")]
+    assert sent[0] == sent[1] and sent[0]["trainer"] == "simulated"
+    assert "Estimate: < 1 min, $0.000012 to $0.000031" in created
+    assert "$0.000012 to $0.000031" in estimated
+    assert "simulated: its steps take far less time" in created
+    assert "simulated: its steps take far less time" in estimated

@@ -42,6 +42,11 @@ def test_valid_files_report_format_and_count(data: bytes, fmt: str, count: int) 
         (b"\xff\xfe", "not UTF-8"),
         (b"", "no examples"),
         (lines({"other": 1}), 'line 1: missing column "text", "messages"'),
+        (lines({"messages": [{"role": "user", "content": "hi"},
+                             {"role": "assistant", "content": "yo"}]},
+               {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]}),
+         'line 2: no assistant message: each conversation needs at least one message with role '
+         '"assistant"'),
     ],
 )
 def test_bad_files_name_the_line(data: bytes, message: str) -> None:

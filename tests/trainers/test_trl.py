@@ -116,9 +116,18 @@ def runs(
                                      prompt_completion_file, data_format="prompt_completion",
                                      **short),
         "4-bit": _config(root / "4bit", tiny_model, text_file, precision="4-bit"),
+        # The user's own model (an absolute path) whose config.json is "{}".
+        "users_model": _config(root / "users", _broken_model(root / "users-model"), text_file,
+                               model_name=str(root / "users-model")),
     }
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
         yield {name: _Started(c, pool.submit(_run, c)) for name, c in configs.items()}
+
+
+def _broken_model(directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text("{}")
+    return directory
 
 
 def _assert_trained(run: _Run, config: TrainerConfig, *, first_step: int = 1) -> None:
@@ -219,6 +228,38 @@ def test_four_bit_without_a_gpu_is_a_user_error(runs: dict[str, _Started]) -> No
     assert isinstance(error, Error)
     assert error.kind == "user"
     assert "4-bit" in error.message and "GPU" in error.message
+
+
+def test_a_users_model_that_does_not_load_is_a_user_error(runs: dict[str, _Started]) -> None:
+    # A platform error would restart the job 3 times and end it "Stopped: the budget
+    # was reached"; a user error fails it at once with "Training failed: ...".
+    run = runs["users_model"].result()
+    assert run.returncode == 1
+    error = run.messages[-1]
+    assert isinstance(error, Error) and error.kind == "user"
+    model = runs["users_model"].config.model_name
+    assert error.message.startswith(f"cannot load the model {model}: Unrecognized model")
+    assert len(error.message) <= 300
+
+
+def test_a_users_model_without_config_is_a_user_error(text_file: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    run = _run(_config(tmp_path, empty, text_file, model_name=str(empty)))
+    assert run.returncode == 1
+    assert run.messages == [
+        Error(kind="user", message=f"the model directory {empty} has no config.json")]
+
+
+def test_a_catalogue_model_that_does_not_load_stays_alallos_fault(
+    text_file: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "catalogue-model"
+    empty.mkdir()
+    run = _run(_config(tmp_path, empty, text_file, model_name="meta-llama/Llama-3.2-1B"))
+    assert run.returncode == 1
+    assert run.messages == [
+        Error(kind="platform", message=f"RuntimeError: model directory {empty} has no config.json")]
 
 
 def test_missing_column_is_a_user_error(
