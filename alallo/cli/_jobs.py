@@ -211,8 +211,8 @@ def list_jobs(
         return
     out = console()
     columns = [Column("ID", keep=True), Column("Name", drop=4), Column("Model", drop=3),
-               Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=1),
-               Column("Time left", drop=2), Column("Price", keep=True)]
+               Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=2),
+               Column("Time left", drop=1), Column("Price", keep=True)]
     rows = [
         [
             job["id"],

@@ -20,6 +20,9 @@ from rich.text import Text
 
 __all__ = ["Column", "fitted_table"]
 
+_FOLD_WIDTH = 16
+"""The narrowest a ``fold`` column gets: long words break across lines from there."""
+
 
 @dataclass(frozen=True)
 class Column:
@@ -30,11 +33,14 @@ class Column:
         keep: Never wrap nor cut its values (ids, statuses, paths, amounts).
         drop: 0: always shown; otherwise, on a narrow terminal, columns with
             the highest ``drop`` are left out first.
+        fold: Its values may break inside a word (a long filename) rather
+            than push the column out.
     """
 
     header: str
     keep: bool = False
     drop: int = 0
+    fold: bool = False
 
 
 def fitted_table(console: Console, columns: Sequence[Column],
@@ -56,15 +62,19 @@ def fitted_table(console: Console, columns: Sequence[Column],
         if column.keep:
             table.add_column(column.header, no_wrap=True, min_width=needs[index], overflow="fold")
         else:
-            table.add_column(column.header, overflow="fold")
+            table.add_column(column.header, min_width=needs[index], overflow="fold")
     for row in cells:
         table.add_row(*(row[index] for index in shown))
     return table
 
 
 def _need(column: Column, values: list[Text]) -> int:
-    """The narrowest the column can be: whole values if kept, else its longest word."""
-    texts = [Text(column.header), *values]
+    """The narrowest the column can be: whole values if kept, else its longest word.
+
+    The header is never broken either ("Progres/s" reads badly).
+    """
+    header = Text(column.header).cell_len
     if column.keep:
-        return max(text.cell_len for text in texts)
-    return max((len(word) for text in texts for word in text.plain.split()), default=1)
+        return max([header, *(text.cell_len for text in values)])
+    longest = max([0, *(len(word) for text in values for word in text.plain.split())])
+    return max(header, min(longest, _FOLD_WIDTH) if column.fold else longest)

@@ -37,6 +37,7 @@ def test_jobs_list_at_80_columns_keeps_ids_statuses_and_prices_whole(
                   "$0.10 to $0.25", "$0.000018"):
         assert whole in out
     assert "…" not in out
+    assert "Time left" in out and "Progres" not in out, "time left outranks the percent"
 
 
 def test_models_and_files_at_80_columns_keep_their_ids_whole(server: FakeServer) -> None:
@@ -53,6 +54,7 @@ def test_models_and_files_at_80_columns_keep_their_ids_whole(server: FakeServer)
     files = run80("files", "list").stdout
     assert MODEL_ID in models and "…" not in models
     assert FILE_ID in files and "processed" in files and "…" not in files
+    assert "Filename" in files, "a long filename folds rather than push its column out"
 
 
 def test_jobs_get_at_80_columns_shows_the_model_path_whole_and_an_error_once(
