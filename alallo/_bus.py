@@ -13,8 +13,9 @@ account's subscribers, which then read it from the store, as a lagged one does.
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,25 @@ class Item:
     kind: str
     seq: int
     data: dict[str, Any]
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
+    _sse: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    def json(self) -> str:
+        """``data`` as compact JSON, encoded once and shared by every subscriber."""
+        encoded = self._json
+        if encoded is None:
+            encoded = json.dumps(self.data, separators=(",", ":"))
+            object.__setattr__(self, "_json", encoded)  # a cache, not a change of the item
+        return encoded
+
+    def sse(self) -> bytes:
+        """The item as one Server-Sent Events frame (``id``, ``event``, ``data``, CRLF
+        line ends as sse-starlette writes them), encoded once for every subscriber."""
+        frame = self._sse
+        if frame is None:
+            frame = f"id: {self.seq}\r\nevent: {self.kind}\r\ndata: {self.json()}\r\n\r\n".encode()
+            object.__setattr__(self, "_sse", frame)
+        return frame
 
 
 class Lagged(Exception):
@@ -89,6 +109,13 @@ class EventBus:
         self._buffer_size = buffer_size
         self._by_job: dict[str, set[Subscription]] = {}
         self._by_account: dict[str, set[Subscription]] = {}
+        self._watchers: list[Callable[[str | None], None]] = []
+
+    def watch(self, changed: Callable[[str | None], None]) -> None:
+        """Call ``changed(job_id)`` whenever items of a job are published (its stored
+        state changed: a new state, event or log line) or the job is nudged;
+        ``changed(None)``: any job may have changed. It must not block."""
+        self._watchers.append(changed)
 
     def publish(self, account_id: str, items: list[Item]) -> None:
         """Hand items (already persisted) to every subscriber; never blocks."""
@@ -98,10 +125,16 @@ class EventBus:
             if item.kind == "job":
                 for sub in self._by_account.get(account_id, ()):
                     sub._push(item)
+        if self._watchers:
+            for job_id in {item.job_id for item in items}:
+                for changed in self._watchers:
+                    changed(job_id)
 
     def nudge(self, job_id: str, account_id: str) -> None:
         """Tell the job's and the account's subscribers to read the store: another
         process changed the job (they get :class:`Lagged` and catch up)."""
+        for changed in self._watchers:
+            changed(job_id)
         for sub in self._by_job.get(job_id, ()):
             sub._nudge()
         for sub in self._by_account.get(account_id, ()):
@@ -109,6 +142,8 @@ class EventBus:
 
     def nudge_all(self) -> None:
         """Nudge every subscriber (notices of other processes may have been missed)."""
+        for changed in self._watchers:
+            changed(None)
         for table in (self._by_job, self._by_account):
             for subs in table.values():
                 for sub in subs:

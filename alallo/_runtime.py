@@ -52,6 +52,8 @@ from ._files import check_jsonl
 from ._job import Event, Job, LogLine, Plan, Progress
 from ._job_actor import CancelJob, JobActor, RescheduleJob
 from ._operator import notify_platform_failure
+from ._job_cache import LiveJobs
+from ._key_cache import KeyCache
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._spec import JobSpec
 from ._store import FileRow, Store, StoreUnavailable
@@ -90,6 +92,10 @@ class Runtime:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self.store = Store(self.settings.resolved_database_url)
+        self.key_cache = KeyCache()
+        """API key -> account for a few seconds (:mod:`alallo._key_cache`)."""
+        self.live_jobs = LiveJobs()
+        """The jobs this process owns, as last read, until the bus says they changed."""
         self.bus = EventBus()
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
@@ -114,6 +120,18 @@ class Runtime:
         self._start_queue: deque[tuple[Job, str | None]] = deque()
         self._pending_starts: dict[str, trio.Event] = {}
         """Jobs whose actor waits in the start queue: set once it has started (or failed to)."""
+
+    @property
+    def bus(self) -> EventBus:
+        """The event bus of this process (:mod:`alallo._bus`)."""
+        return self._bus
+
+    @bus.setter
+    def bus(self, bus: EventBus) -> None:
+        # The remembered jobs are valid only while this bus reports their changes.
+        bus.watch(self.live_jobs.forget)
+        self.live_jobs.forget(None)
+        self._bus = bus
 
     async def __aenter__(self) -> Runtime:
         settings = self.settings
@@ -296,15 +314,37 @@ class Runtime:
     async def authenticate(self, api_key: str | None) -> str:
         """The account id of an API key.
 
+        A key found in the store is remembered for
+        :data:`alallo._key_cache.KEY_CACHE_TTL_S` seconds: one revoked with
+        :meth:`revoke_api_key` stops working at once, one revoked by another
+        process within that time.
+
         Raises:
             Unauthorized: no key, or one that belongs to no account.
         """
         if not api_key:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-        account = await self.store.account_for_key(hash_key(api_key))
+        key_hash = hash_key(api_key)
+        account = self.key_cache.get(key_hash)
+        if account is not None:
+            return account
+        revocations = self.key_cache.revocations
+        account = await self.store.account_for_key(key_hash)
         if account is None:
             raise Unauthorized("invalid API key")
+        self.key_cache.put(key_hash, account, revocations=revocations)
         return account
+
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        """Revoke a key by its hash (:func:`alallo._keys.hash_key`); it answers 401 at once.
+
+        Returns False if it was revoked already (or is unknown).
+        """
+        self.key_cache.forget(key_hash)
+        try:
+            return await self.store.revoke_api_key(key_hash, int(time.time()))
+        finally:
+            self.key_cache.forget(key_hash)
 
     # -- files ---------------------------------------------------------------
 
@@ -560,9 +600,23 @@ class Runtime:
                                            restart=Restart.TRANSIENT)
 
     async def get_job(self, account_id: str, job_id: str) -> Job:
-        """One of the account's jobs. Raises :class:`NotFound`."""
-        job = await self.store.get_job(job_id, account_id)
+        """One of the account's jobs. Raises :class:`NotFound`.
+
+        A job this process owns (its actor runs here under the job's lease)
+        is answered from memory while the bus reports no change of it
+        (:mod:`alallo._job_cache`); any other job is read from the store.
+        """
+        owned = self.cluster.owns(job_id)
+        job = self.live_jobs.get(job_id) if owned else None
         if job is None:
+            token = self.live_jobs.begin_read(job_id)
+            job = None
+            try:
+                job = await self.store.get_job(job_id)
+            finally:
+                keep = job is not None and owned and self.cluster.owns(job_id)
+                self.live_jobs.finish_read(job_id, token, job if keep else None)
+        if job is None or job.account_id != account_id:
             raise NotFound(f"no job {job_id!r}", param="job_id")
         return job
 
@@ -642,6 +696,21 @@ class Runtime:
         Raises:
             NotFound: no such job in the account.
         """
+        async for batch in self.stream_batches(account_id, job_id, after=after):
+            for item in batch:
+                yield item
+
+    async def stream_batches(self, account_id: str, job_id: str, *, after: int = 0,
+                             ) -> AsyncIterator[list[Item]]:
+        """:meth:`stream`, a list at a time: the items that were ready together.
+
+        Each list is non-empty and in ``seq`` order; the backlog from the
+        store comes as one list, then each list holds what the bus had
+        buffered for this subscriber (the gateway sends a list as one chunk).
+
+        Raises:
+            NotFound: no such job in the account.
+        """
         await self.get_job(account_id, job_id)
         cursor = after
         while True:
@@ -652,20 +721,27 @@ class Runtime:
                 if job.state_seq > cursor:
                     backlog.append(Item(job_id, "job", job.state_seq, job.public(now=time.time())))
                 backlog.sort(key=lambda item: item.seq)
-                for item in backlog:
-                    yield item
-                    cursor = item.seq
+                if backlog:
+                    yield backlog
+                    cursor = backlog[-1].seq
                 if job.status.is_final and cursor >= job.state_seq:
                     return
                 try:
                     while True:
+                        batch: list[Item] = []
+                        final = False
                         for item in await subscription.receive_batch():
                             if item.seq <= cursor:
                                 continue
-                            yield item
+                            batch.append(item)
                             cursor = item.seq
                             if item.kind == "job" and item.data["status"] in _FINAL:
-                                return
+                                final = True
+                                break
+                        if batch:
+                            yield batch
+                        if final:
+                            return
                 except Lagged:
                     continue
 

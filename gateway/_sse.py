@@ -46,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from alallo import InvalidRequest
+from alallo._bus import Item
 
 from ._auth import account_of, runtime_of
 from ._metrics import open_stream
@@ -82,10 +83,22 @@ def resume_point(request: Request) -> int:
     return 0
 
 
-def _frame(kind: str, seq: int | None, data: Any, *, first: bool = False) -> ServerSentEvent:
+def _frame(kind: str, seq: int | None, data: Any) -> bytes:
     return ServerSentEvent(data=json.dumps(data, separators=(",", ":")), event=kind,
-                           id=None if seq is None else str(seq),
-                           retry=RETRY_MS if first else None)
+                           id=None if seq is None else str(seq)).encode()
+
+
+def _chunk(items: list[Item], *, first: bool) -> bytes:
+    """Items as one chunk of SSE frames; each frame is encoded once per item
+    (:meth:`alallo._bus.Item.sse`), whatever the number of subscribers. The stream's
+    first frame also carries ``retry:``."""
+    frames = [item.sse() for item in items]
+    if first:
+        frames[0] = frames[0][:-2] + _RETRY_FIELD
+    return b"".join(frames)
+
+
+_RETRY_FIELD = f"retry: {RETRY_MS}\r\n\r\n".encode()
 
 
 async def job_stream(request: Request) -> Response:
@@ -99,18 +112,19 @@ async def job_stream(request: Request) -> Response:
         # Everything was sent: 204 makes a reconnecting browser stop for good.
         return Response(status_code=204, headers={"Last-Event-ID": str(after)})
 
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+    async def chunks() -> AsyncIterator[bytes]:
         last: dict[str, Any] = {}
         first = True
-        async for item in runtime.stream(account, job_id, after=after):
-            yield _frame(item.kind, item.seq, item.data, first=first)
+        async for batch in runtime.stream_batches(account, job_id, after=after):
+            yield _chunk(batch, first=first)
             first = False
-            if item.kind == "job":
-                last = item.data
+            for item in batch:
+                if item.kind == "job":
+                    last = item.data
         yield _frame("done", None, {"id": job_id, "status": last.get("status"),
                                     "seq": last.get("seq")})
 
-    return event_stream(request, frames, after=after, kind="job")
+    return event_stream(request, chunks, after=after, kind="job")
 
 
 async def account_stream(request: Request) -> Response:
@@ -119,47 +133,51 @@ async def account_stream(request: Request) -> Response:
     after = resume_point(request)
     runtime = runtime_of(request)
 
-    async def frames() -> AsyncIterator[ServerSentEvent]:
+    async def chunks() -> AsyncIterator[bytes]:
         first = True
         async for item in runtime.stream_jobs(account, after=after):
-            yield _frame(item.kind, item.seq, item.data, first=first)
+            yield _chunk([item], first=first)
             first = False
 
-    return event_stream(request, frames, after=after, kind="account")
+    return event_stream(request, chunks, after=after, kind="account")
 
 
-def event_stream(request: Request, source: Callable[[], AsyncIterator[ServerSentEvent]],
+def event_stream(request: Request, source: Callable[[], AsyncIterator[bytes]],
                  *, after: int, kind: str) -> EventSourceResponse:
     """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
 
-    ``source`` runs in its own task (sse-starlette's ``data_sender_callable``)
-    and hands frames over an unbuffered channel, so it can be stopped while
-    it waits for the next item without yielding inside a cancel scope.
+    ``source`` yields chunks of encoded SSE frames (each sent as one body
+    message). It runs in its own task (sse-starlette's
+    ``data_sender_callable``) and hands chunks over an unbuffered channel,
+    so it can be stopped while it waits for the next item without yielding
+    inside a cancel scope.
     """
     stopping: trio.Event = request.app.state.stopping
-    send_frames, receive_frames = trio.open_memory_channel[ServerSentEvent](0)
+    send_chunks, receive_chunks = trio.open_memory_channel[bytes](0)
 
     async def pump() -> None:
-        async with send_frames:
+        async with send_chunks:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_when_set, stopping, nursery.cancel_scope)
-                async for frame in source():
-                    await send_frames.send(frame)
+                async for chunk in source():
+                    await send_chunks.send(chunk)
                 nursery.cancel_scope.cancel()
             if stopping.is_set():
-                await send_frames.send(ServerSentEvent(event="shutdown", data="{}",
-                                                       retry=RETRY_MS))
+                await send_chunks.send(_SHUTDOWN)
 
-    async def body() -> AsyncIterator[ServerSentEvent]:
+    async def body() -> AsyncIterator[bytes]:
         with open_stream(request.app, kind):
-            async with receive_frames:
-                async for frame in receive_frames:
-                    yield frame
+            async with receive_chunks:
+                async for chunk in receive_chunks:
+                    yield chunk
 
     return EventSourceResponse(
         body(), ping=KEEPALIVE_S, data_sender_callable=pump,
         headers={"Last-Event-ID": str(after), "Cache-Control": "no-store"},
     )
+
+
+_SHUTDOWN = ServerSentEvent(event="shutdown", data="{}", retry=RETRY_MS).encode()
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
