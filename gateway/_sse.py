@@ -36,6 +36,7 @@ the kernel drops the connection once its data stays unsent for
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -147,39 +148,41 @@ def event_stream(request: Request, source: Callable[[], AsyncIterator[bytes]],
     """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
 
     ``source`` yields chunks of encoded SSE frames (each sent as one body
-    message). It runs in its own task (sse-starlette's
-    ``data_sender_callable``) and hands chunks over an unbuffered channel,
-    so it can be stopped while it waits for the next item without yielding
-    inside a cancel scope.
+    message), read by the response's own task: each wait for the next chunk
+    runs in a cancel scope of its own, which a watcher task (sse-starlette's
+    ``data_sender_callable``) cancels when the app stops. Nothing yields
+    inside that scope, so a body suspended at ``yield`` is never cancelled
+    from outside (the trap of cancel scopes around ``yield``:
+    research/sse-and-streaming.md); before each wait the body checks
+    ``stopping`` itself. (Before: the source ran in a pump task and handed
+    each frame over a rendezvous channel: two task switches per chunk more.)
     """
     stopping: trio.Event = request.app.state.stopping
-    send_chunks, receive_chunks = trio.open_memory_channel[bytes](0)
+    waiting: trio.CancelScope | None = None
 
-    async def pump() -> None:
-        async with send_chunks:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_cancel_when_set, stopping, nursery.cancel_scope)
-                async for chunk in source():
-                    await send_chunks.send(chunk)
-                nursery.cancel_scope.cancel()
-            if stopping.is_set():
-                await send_chunks.send(_SHUTDOWN)
+    async def watch() -> None:
+        await stopping.wait()
+        if waiting is not None:
+            waiting.cancel()
 
     async def body() -> AsyncIterator[bytes]:
+        nonlocal waiting
         with open_stream(request.app, kind):
-            async with receive_chunks:
-                async for chunk in receive_chunks:
+            async with contextlib.aclosing(source()) as chunks:
+                while not stopping.is_set():
+                    with trio.CancelScope() as waiting:
+                        chunk = await anext(chunks, None)
+                    if waiting.cancelled_caught or chunk is None:
+                        break
                     yield chunk
+                waiting = None
+            if stopping.is_set():
+                yield _SHUTDOWN
 
     return EventSourceResponse(
-        body(), ping=KEEPALIVE_S, data_sender_callable=pump,
+        body(), ping=KEEPALIVE_S, data_sender_callable=watch,
         headers={"Last-Event-ID": str(after), "Cache-Control": "no-store"},
     )
 
 
 _SHUTDOWN = ServerSentEvent(event="shutdown", data="{}", retry=RETRY_MS).encode()
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()

@@ -9,9 +9,9 @@ through HTTP. Why, of the two ways weighed:
   open to the network, and an "admin" kind of key the API does not have.
 - They work with no server running (set up accounts before the first
   start), and once for several servers that share one PostgreSQL database.
-- A running server sees each change at once: it looks every key up in the
-  store on every request, so a new key works and a revoked one answers 401
-  from the next request on (streams already open keep going until they end).
+- A running server sees a new key at once and a revoked one within
+  ``alallo._key_cache.KEY_CACHE_TTL_S`` (3 s): it remembers a key it found in
+  the store that long (streams already open keep going until they end).
 
 Keys are stored as their SHA-256 hash (:mod:`alallo._keys`) with their first
 characters (``sk-alallo-AbC12x_9``), which name the key in ``keys list`` and
