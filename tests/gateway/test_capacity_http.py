@@ -124,7 +124,8 @@ async def test_draining_a_node_moves_its_jobs_from_their_checkpoints(
         file = (await upload(c, EXAMPLES / "sample.jsonl")).json()
         job = (await c.post("/v1/fine_tuning/jobs", json={
             "model": "meta-llama/Llama-3.1-8B", "training_file": file["id"],
-            "hyperparameters": {"max_steps": 60},
+            # 10 s of steps: the job still runs when the CLI, started below, drains its node.
+            "hyperparameters": {"max_steps": 200},
             "trainer": {"type": "simulated", "step_delay_s": 0.05}})).json()
         with trio.fail_after(30):
             while True:
