@@ -29,6 +29,7 @@ from actors import Actor, ActorError
 from . import _lifecycle as lifecycle
 from ._billing import billing_limit_detail
 from ._bus import Item
+from ._errors import InvalidRequest
 from ._job import Event, Job, LogLine
 from ._money import format_money
 from ._operator import JOB_RESTARTS
@@ -69,6 +70,7 @@ class _Waiting:
 @dataclass(frozen=True)
 class _NotAvailable:
     lower_precision_fits: bool
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,8 +204,9 @@ class JobActor(Actor[JobMessage]):
                 await self._apply(lifecycle.Rescheduled(now=now, reason=reason))
             case _Waiting(position=position):
                 await self._apply(lifecycle.WaitingForCapacity(now=now, position=position))
-            case _NotAvailable(lower_precision_fits=lower):
-                await self._apply(lifecycle.NotAvailable(now=now, lower_precision_fits=lower))
+            case _NotAvailable(lower_precision_fits=lower, detail=detail):
+                await self._apply(lifecycle.NotAvailable(now=now, lower_precision_fits=lower,
+                                                         detail=detail))
             case _CannotAfford(detail=detail):
                 await self._apply(lifecycle.AutoCancel(now=now, reason="balance", detail=detail))
             case _RunStarting(config_hash=digest, resume_step=step, cause=cause, grant=grant):
@@ -305,7 +308,11 @@ class JobActor(Actor[JobMessage]):
         """Wait for a placement, run the trainer, report its end (a helper task)."""
         job = self.job
         if job.verdict != "ok":
-            await self.ref.tell(_NotAvailable(job.verdict == "choose_lower_precision"))
+            try:  # why, in words (the plans again: the job keeps only its verdict)
+                detail = (await self._rt.replan(job)).detail
+            except InvalidRequest:  # its training file is gone: the bare message
+                detail = None
+            await self.ref.tell(_NotAvailable(job.verdict == "choose_lower_precision", detail))
             return await self._end_run(None)
         scheduler = self._rt.scheduler
         if scheduler is None:
@@ -314,7 +321,7 @@ class JobActor(Actor[JobMessage]):
         if job.memory_factor > 1.0:
             replanned = await self._rt.replan(job)
             if not replanned.options:
-                await self.ref.tell(_NotAvailable(False))
+                await self.ref.tell(_NotAvailable(False, replanned.detail))
                 return await self._end_run(None)
             options = replanned.options
         process: TrainerProcess | None = None

@@ -66,6 +66,8 @@ class NotAvailable:
 
     now: float
     lower_precision_fits: bool = False
+    detail: str | None = None
+    """Why, in words (:func:`alallo._plans.why_not`): the event and the error say it."""
 
 
 @dataclass(frozen=True)
@@ -225,9 +227,11 @@ def apply(job: Job, event: Input) -> Transition:
                     and job.queue_position == position):
                 return _unchanged(job)
             draft.set(message=Message.WAITING_FOR_CAPACITY.value, queue_position=position)
-        case NotAvailable(lower_precision_fits=lower):
+        case NotAvailable(lower_precision_fits=lower, detail=detail):
             message = (Message.CHOOSE_LOWER_PRECISION if lower else Message.NOT_AVAILABLE).value
-            _fail(draft, message, "not_available", EventType.JOB_ERROR)
+            _fail(draft, message, "not_available", EventType.JOB_ERROR, detail=detail)
+            if detail:  # the status message stays the seed's; the error says why
+                draft.set(error=JobError(code="not_available", message=f"{message} {detail}."))
         case Started():
             if job.status is JobStatus.CANCELLING:
                 return _unchanged(job)

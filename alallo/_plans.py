@@ -17,7 +17,7 @@ from ._job import Plan
 from ._spec import JobSpec, SimulatedTrainer
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
-           "tokens_per_example"]
+           "tokens_per_example", "why_not"]
 
 GB = 1e9
 USABLE_MEMORY = 0.9
@@ -73,6 +73,10 @@ class PlanOptions:
 
     options: tuple[Plan, ...]
     verdict: Literal["ok", "not_available", "choose_lower_precision"]
+    detail: str | None = None
+    """Why the job cannot run here, in words a user reads (None when it can), e.g.
+    ``The job needs about 181 GB of memory; the most one node here can give a job is
+    14 GB (cpu)``."""
 
     def pick(self, goal: str) -> Plan:
         """The plan for the goal, ignoring the wait: cheapest, or quickest."""
@@ -94,12 +98,44 @@ def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps:
                                       cpu_price_per_hour, memory_factor)) is not None)
     if options:
         return PlanOptions(options, "ok")
+    detail = why_not(model, spec, pool, memory_factor)
     if spec.precision == "16-bit" and spec.adapter == "lora":
         lower = spec.model_copy(update={"precision": "4-bit"})
         if any(_plan_on(d, model, lower, pool, max_steps, tokens_per_example, None)
                for d in pool.device_types()):
-            return PlanOptions((), "choose_lower_precision")
-    return PlanOptions((), "not_available")
+            return PlanOptions((), "choose_lower_precision",
+                               f"At 16-bit {detail[0].lower()}{detail[1:]}; at 4-bit it fits")
+    return PlanOptions((), "not_available", detail)
+
+
+def why_not(model: CatalogueModel, spec: JobSpec, pool: Pool,
+            memory_factor: float = 1.0) -> str:
+    """Why no device type of ``pool`` can hold the job, one sentence without its full stop.
+
+    Mirrors the checks of ``_plan_on``: 4-bit needs a GPU; a GPU job may be
+    sharded over the devices of one node, a CPU job may not; a job may plan
+    on ``USABLE_MEMORY`` of a device. Memory figures are rounded to whole GB.
+    """
+    types = pool.device_types()
+    if not types:
+        return "This server has no nodes"
+    gpus = [d for d in types if d.name != "cpu"]
+    if spec.precision == "4-bit" and not gpus:
+        return "4-bit needs a GPU; this server has only CPU nodes"
+    candidates = gpus if spec.precision == "4-bit" else types
+    gpu = bool(gpus)
+    need = memory_factor * memory_gb(model.parameters, spec.adapter, spec.precision, gpu=gpu)
+
+    def offered(d: DeviceType) -> float:
+        return d.memory_gb * USABLE_MEMORY * (1 if d.name == "cpu" else pool.largest(d.name))
+
+    best = max(candidates, key=offered)
+    count = 1 if best.name == "cpu" else pool.largest(best.name)
+    most = f"{offered(best):.0f} GB ({count} × {best.name})" if count > 1 else \
+        f"{offered(best):.0f} GB ({best.name})"
+    kind = "GPU memory" if gpu else "memory"
+    return (f"The job needs about {need:.0f} GB of {kind}; "
+            f"the most one node here can give a job is {most}")
 
 
 def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Pool,

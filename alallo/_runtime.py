@@ -473,7 +473,8 @@ class Runtime:
     async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
         """Estimate time and price of a job spec without creating it.
 
-        Returns the estimate object of API.md: ``available``, ``reason``,
+        Returns the estimate object of API.md: ``available``, ``reason``
+        (the seed's message), ``detail`` (why, in words: see :func:`alallo._plans.why_not`),
         ``time``, ``price``, ``capacity_free``, ``note``, ``plan``,
         ``allowed_to_proceed`` (false when the upper price exceeds the balance
         plus the billing limit).
@@ -486,7 +487,8 @@ class Runtime:
         if not options.options:
             reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
                       else Message.NOT_AVAILABLE).value
-            return {"available": False, "reason": reason, "time": None, "price": None,
+            return {"available": False, "reason": reason, "detail": options.detail,
+                    "time": None, "price": None,
                     "capacity_free": False, "note": None, "plan": None,
                     "allowed_to_proceed": False}
         plan = options.pick(spec.goal)
@@ -496,6 +498,7 @@ class Runtime:
         return {
             "available": True,
             "reason": None,
+            "detail": None,
             "time": time_range.public(),
             "price": {"low": low, "high": high, "currency": "USD"},
             "capacity_free": wait == 0,
@@ -535,9 +538,10 @@ class Runtime:
             simulated = {n.device.name for n in self.pool.nodes.values() if n.spec.simulated}
             kept = tuple(p for p in options.options if p.device_type in simulated)
             if options.options and not kept:
-                options = PlanOptions((), "not_available")
+                options = PlanOptions((), "not_available",
+                                      "This server does not have the model's weights")
             else:
-                options = PlanOptions(kept, options.verdict)
+                options = PlanOptions(kept, options.verdict, options.detail)
         return spec, options, max_steps
 
     async def _wait_s(self, plan: Plan) -> float:

@@ -312,6 +312,10 @@ class Estimate(BaseModel):
     available: bool
     reason: str | None
     """Why the job cannot run (``Not available right now.`` ...), or None."""
+    detail: str | None = None
+    """The cause, in words, when it cannot run, e.g. ``The job needs about 181 GB of memory;
+    the most one node here can give a job is 14 GB (cpu)`` or ``4-bit needs a GPU; this
+    server has only CPU nodes``; None when it can."""
     time: TimeRangeObject | None
     price: EstimatePrice | None
     capacity_free: bool

@@ -170,6 +170,8 @@ def estimate(
     out = console()
     if not answer.get("available", True):
         out.print(Text(str(answer.get("reason") or "Not available right now."), style="yellow"))
+        if answer.get("detail"):
+            out.print(Text(f"{answer['detail']}."))
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_row("Time", str((answer.get("time") or {}).get("text", "-")))
@@ -422,7 +424,8 @@ def _confirm(quote: dict[str, Any], *, ask: bool, trainer: str | None) -> None:
     """Show an estimate; stop if the job cannot run, or if the user says no."""
     out = console()
     if not quote.get("available", True):
-        fail(str(quote.get("reason") or "Not available right now."))
+        reason = str(quote.get("reason") or "Not available right now.")
+        fail(f"{reason} {quote['detail']}." if quote.get("detail") else reason)
     out.print(f"Estimate: {_estimate_text(quote)}", markup=False)
     if trainer == "simulated":
         out.print(f"Trainer: {_SIMULATED}", markup=False)

@@ -214,6 +214,7 @@ def test_models_table_with_and_without_list(server: FakeServer) -> None:
 
 def test_estimate_that_cannot_run_says_why(server: FakeServer) -> None:
     reason = "Not available right now. Choose a lower precision."
+    detail = "4-bit needs a GPU; this server has only CPU nodes"
     server.on("POST", "/v1/fine_tuning/estimates", {"available": False, "reason": reason})
     result = run("estimate", "--model", "meta/llama-70b", "--precision", "16-bit")
     assert (result.exit_code, result.stdout) == (0, reason + "\n")
@@ -221,6 +222,10 @@ def test_estimate_that_cannot_run_says_why(server: FakeServer) -> None:
         "model": "meta/llama-70b",
         "precision": "16-bit",
     }
+    server.on("POST", "/v1/fine_tuning/estimates",
+              {"available": False, "reason": "Not available right now.", "detail": detail})
+    result = run("estimate", "--model", "alallo/tiny-gpt2", "--precision", "4-bit")
+    assert result.stdout == f"Not available right now.\n{detail}.\n"
 
 
 # -- jobs ---------------------------------------------------------------------------------
@@ -403,11 +408,13 @@ def test_jobs_create_sends_the_options_given_and_prints_id_status_message(
 def test_jobs_create_refuses_a_job_that_cannot_run(server: FakeServer) -> None:
     server.on("POST", "/v1/fine_tuning/estimates", {
         **ESTIMATE, "available": False, "time": None, "price": None, "plan": None,
-        "reason": "Not available right now. Choose a lower precision."})
+        "reason": "Not available right now. Choose a lower precision.",
+        "detail": "At 16-bit the job needs about 182 GB of GPU memory; at 4-bit it fits"})
     result = run("jobs", "create", "--model", "meta-llama/Llama-3.1-70B",
                  "--training-file", "file-1")
     assert result.exit_code == 1
-    assert "Not available right now. Choose a lower precision." in result.stderr
+    assert ("Not available right now. Choose a lower precision. At 16-bit the job needs "
+            "about 182 GB of GPU memory; at 4-bit it fits.") in " ".join(result.stderr.split())
     assert not any(r.url.path == "/v1/fine_tuning/jobs" for r in server.requests)
 
 

@@ -38,10 +38,19 @@ async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factor
             "model": "meta-llama/Llama-3.1-70B", "training_file": file["id"]})).json()
         assert estimate["available"] is False
         assert estimate["reason"] == "Not available right now. Choose a lower precision."
+        why = ("At 16-bit the job needs about 182 GB of GPU memory; the most one node here "
+               "can give a job is 144 GB (2 × H100-80GB); at 4-bit it fits")
+        assert estimate["detail"] == why
         refused = await create(model="meta-llama/Llama-3.1-70B")
-        final = (await read_stream(c, refused["id"]))[-1][2]
+        items = await read_stream(c, refused["id"])
+        final = items[-1][2]
         assert (final["status"], final["message"]) == (
             "failed", "Not available right now. Choose a lower precision.")
+        assert final["error"] == {"code": "not_available", "param": None,
+                                  "message": f"Not available right now. Choose a lower "
+                                             f"precision. {why}."}
+        assert [e[2]["message"] for e in items if e[0] == "event"][-1] == (
+            f"Not available right now. Choose a lower precision. ({why})")
         assert final["price"]["charged"] == 0
 
         # Two 8B jobs take both GPUs; the third waits, first in the queue.
