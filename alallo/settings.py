@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     """A job is stopped (``Stopped: the time limit was reached``) after running this long."""
     operator_webhook_url: str | None = None
     """Where a platform failure is POSTed as JSON, for the operator (optional)."""
+    cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    """Origins whose pages may call the API and follow streams (CORS), as JSON:
+    ``ALALLO_CORS_ORIGINS='["https://app.example.com"]'``; ``["*"]`` any origin,
+    ``[]`` none. Never with credentials: the API authenticates with a bearer token
+    or ``?access_token=``, so the dashboard's cookie is never honoured cross-origin."""
     wandb_mode: Literal["online", "offline"] = "online"
     """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
     wandb_base_url: str | None = None

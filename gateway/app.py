@@ -5,6 +5,7 @@ from __future__ import annotations
 import trio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -23,7 +24,7 @@ from ._signin import SignIn, create_link, sign_in
 from ._sse import account_stream, job_stream
 from ._ws import websocket_stream
 
-__all__ = ["ROUTES", "build_app"]
+__all__ = ["ROUTES", "build_app", "cors"]
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -63,6 +64,27 @@ ROUTES = [
 ]
 
 
+CORS_HEADERS = ["Authorization", "Content-Type", "Last-Event-ID", "X-Request-ID"]
+"""Request headers a page on another origin may send (preflight answers with these)."""
+CORS_EXPOSED = ["Last-Event-ID", "X-Request-ID"]
+"""Response headers such a page may read."""
+
+
+def cors(origins: list[str]) -> Middleware:
+    """Starlette's CORS middleware for ``Settings.cors_origins`` (preflight included).
+
+    Credentials are never allowed: a page elsewhere authenticates with
+    ``Authorization: Bearer`` or ``?access_token=`` (``EventSource`` cannot set
+    headers), and a browser never hands it the answer to a request that
+    carried the dashboard's cookie (no ``Access-Control-Allow-Credentials``;
+    the cookie is ``SameSite=Strict`` too). See the Fetch standard, "CORS
+    protocol and credentials".
+    """
+    return Middleware(CORSMiddleware, allow_origins=origins, allow_credentials=False,
+                      allow_methods=["GET", "POST", "DELETE"], allow_headers=CORS_HEADERS,
+                      expose_headers=CORS_EXPOSED, max_age=600)
+
+
 def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     """The ASGI app serving ``runtime`` (which must be open while the app serves).
 
@@ -70,6 +92,7 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
     Request bodies over their limit answer 413 (:mod:`gateway._limits`); each request
     gets an ``X-Request-ID`` and an access-log line (:mod:`gateway._request_log`).
+    Pages on the origins of ``Settings.cors_origins`` may call it (:func:`cors`).
     ``sign_in`` holds the dashboard's one-time links (a fresh one if None).
     """
     upload_limit = runtime.settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
@@ -80,6 +103,7 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
 
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=[Middleware(RequestLog),
+                                cors(runtime.settings.cors_origins),
                                 Middleware(BodyLimit, limit_for=body_limit)])
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
