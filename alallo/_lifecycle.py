@@ -214,7 +214,8 @@ def apply(job: Job, event: Input) -> Transition:
     """
     if job.status.is_final:
         if isinstance(event, CancelRequested):
-            raise InvalidTransition(f"cannot cancel job {job.id}: it is {job.status.value}")
+            raise InvalidTransition(
+                f"cannot cancel {job.id}: the job has already finished ({job.status.value})")
         return _unchanged(job)
     draft = _Draft(job, event.now)
     match event:

@@ -128,11 +128,11 @@ def test_cancelling_a_finished_job_prints_the_servers_message(server: FakeServer
     server.on(
         "POST",
         "/v1/fine_tuning/jobs/ft-1/cancel",
-        lambda request: error(409, "invalid_transition", "cannot cancel job ft-1: it is succeeded"),
+        lambda request: error(409, "invalid_transition", "cannot cancel ft-1: the job has already finished (succeeded)"),
     )
     result = run("jobs", "cancel", "ft-1")
     assert result.exit_code == 1
-    assert result.stderr == "Error: cannot cancel job ft-1: it is succeeded\n"
+    assert result.stderr == "Error: cannot cancel ft-1: the job has already finished (succeeded)\n"
 
 
 def test_cancel_prints_the_new_status(server: FakeServer, make_job: JobFactory) -> None:

@@ -44,7 +44,8 @@ def test_upload_watch_events_and_cancel_a_finished_job(live_server: LiveServer) 
 
     cancel = alallo(live_server, "jobs", "cancel", job_id.group(0), check=False)
     assert cancel.returncode == 1
-    assert f"cannot cancel job {job_id.group(0)}: it is succeeded" in cancel.stderr
+    assert (f"cannot cancel {job_id.group(0)}: the job has already finished (succeeded)"
+            in " ".join(cancel.stderr.split()))
     assert "Traceback" not in cancel.stderr
 
 

@@ -131,7 +131,7 @@ def test_waiting_for_capacity_is_a_queued_message() -> None:
 
 def test_cancelling_a_finished_job_is_refused() -> None:
     job, _ = run(new_job(), Started(now=T0), TrainerExited(returncode=1, now=T0))
-    with pytest.raises(InvalidTransition, match="cannot cancel job ft-1: it is failed"):
+    with pytest.raises(InvalidTransition, match=r"cannot cancel ft-1: the job has already finished \(failed\)"):
         apply(job, CancelRequested(now=T0))
 
 

@@ -113,7 +113,7 @@ async def test_cancel_running_job_stops_the_trainer(client: httpx.AsyncClient,
 
     again = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
     assert again.status_code == 409
-    assert again.json()["error"]["message"] == f"cannot cancel job {job['id']}: it is cancelled"
+    assert again.json()["error"]["message"] == f"cannot cancel {job['id']}: the job has already finished (cancelled)"
 
 
 @pytest.mark.parametrize(
