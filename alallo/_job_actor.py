@@ -32,7 +32,7 @@ from ._bus import Item
 from ._errors import InvalidRequest
 from ._job import Event, Job, LogLine
 from ._money import format_money
-from ._operator import JOB_RESTARTS
+from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
 from ._scheduler import Acquire, Grant, Release
 from ._spec import CommandTrainer, SimulatedTrainer
 from ._store import LeaseLost
@@ -163,8 +163,8 @@ class JobActor(Actor[JobMessage]):
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
         else:
             running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
-            again = ("its actor restarted after an error" if self.incarnation > 1
-                     else self._cause or "the server restarted")
+            again = (ACTOR_RESTARTED if self.incarnation > 1
+                     else self._cause or SERVER_RESTARTED)
             cause = job.restart_cause or (again if running else None)
             if self._rt.cluster.take_cancel_request(job.id):
                 await self._apply(lifecycle.CancelRequested(now=time.time()))
@@ -251,6 +251,9 @@ class JobActor(Actor[JobMessage]):
             return
         balance, billing_limit = await self._persist(
             transition.job, transition.events, (), transition.ledger)
+        if isinstance(event, lifecycle.Started) and any(
+                e.type is EventType.JOB_RESTARTED for e in transition.events):
+            count_restart(event.cause)
         charged = any(entry.kind == "charge" for entry in transition.ledger)
         await self._react(before, transition.job, transition.events,
                           balance + billing_limit if charged else None)
@@ -276,7 +279,6 @@ class JobActor(Actor[JobMessage]):
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
         elif job.restart_cause is not None:
             if not self._running:
-                JOB_RESTARTS.inc()
                 self._start_run(job.restart_cause)
             elif job.status is JobStatus.RE_SCHEDULING and self._run_scope is not None:
                 self._run_scope.cancel()  # stop this run; the next one starts when it has ended

@@ -4,15 +4,22 @@ What it shows:
 
 ==========================================  =========  ==============================================
 ``alallo_jobs{status}``                     gauge      jobs of every account in each status
-``alallo_queue_length``                     gauge      jobs waiting for capacity
+``alallo_queue_length``                     gauge      jobs waiting in this process's scheduler
 ``alallo_training_steps_per_second``        gauge      steps per second of all running jobs together
 ``alallo_open_streams{kind}``               gauge      SSE (``job``, ``account``) and ``websocket``
 ``alallo_actor_restarts_total``             counter    job actors restarted after a crash
 ``alallo_actor_crashes_total``              counter    job actor incarnations that crashed
-``alallo_job_restarts_total``               counter    runs restarted from a checkpoint
+``alallo_job_restarts_total{cause}``        counter    runs started again by this process
 ``alallo_job_platform_failures_total``      counter    jobs failed by a platform error
 ``process_*``, ``python_*``                 various    the server process (prometheus-client's own)
 ==========================================  =========  ==============================================
+
+``alallo_jobs`` counts the whole cluster (every server on one database);
+``alallo_queue_length`` and the counters count this process only (its
+scheduler, its actors), as Prometheus sums them over the servers it scrapes.
+A restart's ``cause`` is ``trainer``, ``rescheduled``, ``server_restart``
+(after ``kill -9``), ``adopted`` (a job moved from a server that stopped) or
+``actor_restart`` (:data:`alallo._operator.RESTART_CAUSES`).
 
 The job gauges are read from the store and the scheduler when scraped, not
 kept up to date by every change: a scrape every few seconds costs two small
@@ -58,7 +65,7 @@ class Metrics:
         open_streams: Streams open now, by ``kind``: ``job`` (one job's SSE),
             ``account`` (the account's SSE), ``websocket``.
         jobs: Jobs by ``status`` (set on each scrape by :meth:`refresh`).
-        queue_length: Jobs waiting for capacity (set on each scrape).
+        queue_length: Jobs waiting in this process's scheduler (set on each scrape).
         steps_per_second: Steps per second of every running job together (set on each scrape).
     """
 
@@ -68,12 +75,15 @@ class Metrics:
                                   ["kind"], registry=self.registry)
         for kind in ("job", "account", "websocket"):
             self.open_streams.labels(kind)
-        self.jobs = Gauge("alallo_jobs", "Jobs of every account, by status.", ["status"],
+        self.jobs = Gauge("alallo_jobs", "Jobs of every account, by status, in the whole "
+                          "cluster (every server on this database).", ["status"],
                           registry=self.registry)
         for status in JobStatus:
             self.jobs.labels(status.value)
-        self.queue_length = Gauge("alallo_queue_length", "Jobs waiting for capacity.",
-                                  registry=self.registry)
+        self.queue_length = Gauge(
+            "alallo_queue_length", "Jobs waiting for capacity in this process's scheduler "
+            "(per server; sum over servers for the cluster; queued jobs not yet placed in a "
+            "scheduler are in alallo_jobs{status=\"queued\"}).", registry=self.registry)
         self.steps_per_second = Gauge(
             "alallo_training_steps_per_second",
             "Optimizer steps per second of all running jobs together, each at its pace "

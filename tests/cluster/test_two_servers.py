@@ -181,6 +181,9 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
         with trio.fail_after(60):
             second = [item async for item in _stream(on_b, queued["id"])]
             cancelled = [item async for item in _stream(on_b, doomed["id"])]
+        metrics = (await on_b.get("/metrics")).text
+    assert 'alallo_job_restarts_total{cause="adopted"} 1.0' in metrics.splitlines(), \
+        "B's /metrics shows the job it took over"
 
     seqs = [seq for _, seq, _ in seen]
     assert seqs == sorted(set(seqs)), "in order, nothing twice"

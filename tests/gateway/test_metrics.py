@@ -12,6 +12,7 @@ import trio
 from httpx_sse import aconnect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
+from alallo._operator import RESTART_CAUSES
 from support import EXAMPLES, FINAL, LiveServer, start_server, stop_server, upload
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -70,8 +71,10 @@ async def test_every_figure_is_there_before_any_job(client: httpx.AsyncClient) -
         assert value(samples, "alallo_open_streams", kind=kind) == 0
     for name in ("alallo_queue_length", "alallo_training_steps_per_second",
                  "alallo_actor_restarts_total", "alallo_actor_crashes_total",
-                 "alallo_job_restarts_total", "alallo_job_platform_failures_total"):
+                 "alallo_job_platform_failures_total"):
         assert value(samples, name) == 0, name
+    for cause in RESTART_CAUSES:
+        assert value(samples, "alallo_job_restarts_total", cause=cause) == 0, cause
     assert value(samples, "alallo_actors_running") >= 1  # the scheduler
     assert value(samples, "process_resident_memory_bytes") > 0
 
@@ -117,4 +120,5 @@ async def test_running_waiting_streaming_and_failing_jobs_are_counted(
     assert value(samples, "alallo_jobs", status="running") == 0
     assert value(samples, "alallo_queue_length") == 0
     assert value(samples, "alallo_training_steps_per_second") == 0
-    assert value(samples, "alallo_job_restarts_total") == 1
+    assert value(samples, "alallo_job_restarts_total", cause="trainer") == 1
+    assert sum(value(samples, "alallo_job_restarts_total", cause=c) for c in RESTART_CAUSES) == 1

@@ -31,6 +31,7 @@ import httpx
 import pytest
 import trio
 from httpx_sse import aconnect_sse
+from prometheus_client.parser import text_string_to_metric_families
 
 from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
 
@@ -241,6 +242,13 @@ def resumed_lines(items: list[Item]) -> list[str]:
 
 # -- the tests ------------------------------------------------------------------
 
+async def job_restarts(client: httpx.AsyncClient) -> dict[str, float]:
+    """``alallo_job_restarts_total`` of a server's ``/metrics``, by cause (the nonzero ones)."""
+    text = (await client.get("/metrics")).text
+    return {s.labels["cause"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "alallo_job_restarts_total" and s.value}
+
+
 async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing(
         servers: Callable[..., Servers]) -> None:
     group = servers(ALALLO_CPU_PRICE_PER_HOUR=str(PRICE_PER_HOUR), ALALLO_BUDGET_FACTOR="1000")
@@ -261,6 +269,8 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
         events = await all_events(client, job["id"])
         rest = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
                                  params={"after": seen_events[-1], "limit": 1000})).json()["data"]
+        restarts = await job_restarts(client)
+    assert restarts == {"server_restart": 1}, "/metrics shows the restart, by its cause"
     assert_gapless(before, after, whole)
     assert seen_events + [e["seq"] for e in rest] == [e["seq"] for e in events], \
         "the events cursor resumes across the restart too"
