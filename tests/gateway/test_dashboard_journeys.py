@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Response, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from support import EXAMPLES, LiveServer
 
@@ -109,17 +110,23 @@ def test_jobs_are_listed_newest_first_as_the_api_lists_them(
     listed = [j["id"] for j in api.get("/v1/fine_tuning/jobs", params={"limit": 50}).json()["data"]
               if j["id"] in ours]
     assert listed == after[::-1] + before[::-1]
-    for job_id in ours:
-        expect(page.locator(f'tr[data-id="{job_id}"]')).to_be_visible()
-    rows = [r for r in page.locator("tr.job").evaluate_all("rows => rows.map(r => r.dataset.id)")
-            if r in ours]
-    assert rows == listed
+    shown_in_order(page, listed)  # the jobs created while the page was open
     page.reload()
-    for job_id in ours:
-        expect(page.locator(f'tr[data-id="{job_id}"]')).to_be_visible()
-    rows = [r for r in page.locator("tr.job").evaluate_all("rows => rows.map(r => r.dataset.id)")
-            if r in ours]
-    assert rows == listed
+    shown_in_order(page, listed)  # all of them, on a fresh page
+
+
+SHOWN = """(ids) => [...document.querySelectorAll("tr.job")].map(r => r.dataset.id)
+  .filter(id => ids.includes(id))"""
+"""The ids of ``ids`` the Jobs tab shows, top to bottom."""
+
+
+def shown_in_order(page: Page, ids: list[str]) -> None:
+    """Wait until the Jobs tab shows ``ids`` in this order (among its other rows)."""
+    try:
+        page.wait_for_function(f"(ids) => JSON.stringify(({SHOWN})(ids)) === JSON.stringify(ids)",
+                               arg=ids)
+    except PlaywrightTimeout:
+        raise AssertionError(f"shown: {page.evaluate(SHOWN, ids)}, listed: {ids}") from None
 
 
 FOLLOW = """([url, token]) => new Promise((resolve, reject) => {
