@@ -14,6 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from alallo._money import format_money
 from support import EXAMPLES, LiveServer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -99,6 +100,12 @@ def test_the_jobs_tab_shows_a_new_job_and_its_progress_without_reload(
     page.get_by_role("button", name="Estimate time and price").click()
     expect(page.locator("#estimate-result")).to_contain_text("Time:")
     expect(page.locator("#estimate-result")).to_contain_text("Price: $")
+
+
+def test_the_page_writes_money_as_the_cli_does(page: Page) -> None:
+    # One rule everywhere (alallo/_money.py): a small charge never reads as $0.0000.
+    amounts = [0, 0.25, 12.345, 1234.5, 0.0012, 0.000018, 0.0099999, -0.0012, -0.25, 1e-12]
+    assert page.evaluate("xs => xs.map(usd)", amounts) == [format_money(x) for x in amounts]
 
 
 TRAINER = r"""
