@@ -38,9 +38,11 @@ test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
 test-sqlite: $(STAMP)
+	mkdir -p $(TEST_TMP)
 	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite
 
 test-postgres: $(STAMP)
+	mkdir -p $(TEST_TMP)
 	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest --basetemp=$(TEST_TMP)/postgres \
 		$(addprefix --ignore=,$(STORELESS_TESTS) $(BACKEND_NEUTRAL_TESTS))
 
