@@ -16,18 +16,21 @@ from alallo import _client_base as base
 from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
                                  FILES_PAGE_SIZE, LOG_PAGE_SIZE, JobSpecFields, StreamItem)
 from alallo._client_errors import ClientError
+from alallo._client_types import (
+    Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
+    FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
+    TrainingLogLine,
+)
 from alallo._types import FileId, JobId, Seq
 
 __all__ = ["AsyncClient"]
-
-_JsonObject = dict[str, Any]
-
 
 class AsyncClient:
     """A connection to one alallo server, on behalf of one account, for async code.
 
     The same methods as :class:`alallo.client.Client` (each documented
-    there), as coroutines; the ``iter_*`` methods and :meth:`watch` are async
+    there), as coroutines, with the same typed results (TypedDicts of
+    :mod:`alallo._client_types`, plain dicts at runtime); the ``iter_*`` methods and :meth:`watch` are async
     iterators. It runs on HTTPX's ``AsyncClient``, which runs on AnyIO, so it
     works under Trio and under asyncio alike::
 
@@ -87,7 +90,7 @@ class AsyncClient:
 
     async def upload_file(
         self, path: str | os.PathLike[str], *, purpose: str = "fine-tune"
-    ) -> _JsonObject:
+    ) -> FileObject:
         """Upload a JSONL training file (:meth:`Client.upload_file`).
 
         The file is streamed in 64 KiB reads (HTTPX reads upload files
@@ -104,7 +107,7 @@ class AsyncClient:
                                        data={"purpose": purpose})
 
     async def list_files(self, *, limit: int | None = None,
-                         after: FileId | None = None) -> _JsonObject:
+                         after: FileId | None = None) -> FileList:
         """One page of the account's files, newest first (:meth:`Client.list_files`)."""
         params = base.page(limit, after) if limit is not None else (
             {"after": after} if after is not None else {})
@@ -112,89 +115,89 @@ class AsyncClient:
 
     async def iter_files(
         self, *, page_size: int = FILES_PAGE_SIZE
-    ) -> AsyncGenerator[_JsonObject, None]:
+    ) -> AsyncGenerator[FileObject, None]:
         """Every file of the account, newest first, page after page (:meth:`Client.iter_files`)."""
         after: FileId | None = None
         while True:
             page = await self.list_files(limit=page_size, after=after)
-            files: list[_JsonObject] = page["data"]
+            files: list[FileObject] = page["data"]
             for file in files:
                 yield file
             if not page.get("has_more") or not files:
                 return
             after = str(files[-1]["id"])
 
-    async def get_file(self, file_id: FileId) -> _JsonObject:
+    async def get_file(self, file_id: FileId) -> FileObject:
         """One file object (:meth:`Client.get_file`)."""
         return await self._request("GET", f"/v1/files/{file_id}")
 
-    async def delete_file(self, file_id: FileId) -> _JsonObject:
+    async def delete_file(self, file_id: FileId) -> FileDeleted:
         """Delete a file (:meth:`Client.delete_file`)."""
         return await self._request("DELETE", f"/v1/files/{file_id}")
 
     # -- models, capacity and estimates ----------------------------------------
 
-    async def list_models(self) -> _JsonObject:
+    async def list_models(self) -> ModelList:
         """The model catalogue (:meth:`Client.list_models`)."""
         return await self._request("GET", "/v1/models")
 
-    async def capacity(self) -> _JsonObject:
+    async def capacity(self) -> Capacity:
         """The capacity pool (:meth:`Client.capacity`)."""
         return await self._request("GET", "/v1/capacity")
 
-    async def drain_node(self, node: str, *, on: bool = True) -> _JsonObject:
+    async def drain_node(self, node: str, *, on: bool = True) -> NodeDrain:
         """Drain a node, or undo it (:meth:`Client.drain_node`)."""
         action = "drain" if on else "undrain"
         return await self._request("POST", f"/v1/capacity/nodes/{node}/{action}")
 
-    async def estimate(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
+    async def estimate(self, **spec: Unpack[JobSpecFields]) -> Estimate:
         """Estimate time and price of a job (:meth:`Client.estimate`)."""
         return await self._request("POST", "/v1/fine_tuning/estimates",
                                    json=base.clean_spec(spec))
 
     # -- jobs ------------------------------------------------------------------
 
-    async def create_job(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
+    async def create_job(self, **spec: Unpack[JobSpecFields]) -> FineTuningJob:
         """Create a fine-tuning job (:meth:`Client.create_job`)."""
         return await self._request("POST", "/v1/fine_tuning/jobs", json=base.clean_spec(spec))
 
-    async def get_job(self, job_id: JobId) -> _JsonObject:
+    async def get_job(self, job_id: JobId) -> FineTuningJob:
         """The job object (:meth:`Client.get_job`)."""
         return await self._request("GET", f"/v1/fine_tuning/jobs/{job_id}")
 
-    async def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> _JsonObject:
+    async def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> JobList:
         """One page of the account's jobs, newest first (:meth:`Client.list_jobs`)."""
         return await self._request("GET", "/v1/fine_tuning/jobs", params=base.page(limit, after))
 
-    async def iter_jobs(self, *, page_size: int = 100) -> AsyncGenerator[_JsonObject, None]:
+    async def iter_jobs(self, *, page_size: int = 100) -> AsyncGenerator[FineTuningJob, None]:
         """Every job of the account, newest first, page after page (:meth:`Client.iter_jobs`)."""
         after: JobId | None = None
         while True:
             page = await self.list_jobs(limit=page_size, after=after)
-            jobs: list[_JsonObject] = page["data"]
+            jobs: list[FineTuningJob] = page["data"]
             for job in jobs:
                 yield job
             if not page.get("has_more") or not jobs:
                 return
             after = str(jobs[-1]["id"])
 
-    async def cancel_job(self, job_id: JobId) -> _JsonObject:
+    async def cancel_job(self, job_id: JobId) -> FineTuningJob:
         """Cancel a job (:meth:`Client.cancel_job`)."""
         return await self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel")
 
     async def list_events(
         self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> JobEventList:
         """One page of a job's events, oldest first (:meth:`Client.list_events`)."""
         return await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after))
 
-    async def iter_events(self, job_id: JobId) -> AsyncGenerator[_JsonObject, None]:
+    async def iter_events(self, job_id: JobId) -> AsyncGenerator[JobEvent, None]:
         """All of a job's events, oldest first, page after page (:meth:`Client.iter_events`)."""
         after: Seq | None = None
         while True:
             page = await self.list_events(job_id, after=after)
-            events: list[_JsonObject] = page["data"]
+            events: list[JobEvent] = page["data"]
             for event in events:
                 yield event
             if not page.get("has_more") or not events:
@@ -203,20 +206,20 @@ class AsyncClient:
 
     async def list_checkpoints(
         self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> CheckpointList:
         """One page of a job's checkpoints, newest first (:meth:`Client.list_checkpoints`)."""
         return await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after))
 
     async def iter_checkpoints(
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
-    ) -> AsyncGenerator[_JsonObject, None]:
+    ) -> AsyncGenerator[Checkpoint, None]:
         """Every checkpoint of a job, newest first, page after page
         (:meth:`Client.iter_checkpoints`)."""
         after: str | None = None
         while True:
             page = await self.list_checkpoints(job_id, after=after, limit=page_size)
-            checkpoints: list[_JsonObject] = page["data"]
+            checkpoints: list[Checkpoint] = page["data"]
             for checkpoint in checkpoints:
                 yield checkpoint
             if not page.get("has_more") or not checkpoints:
@@ -225,17 +228,17 @@ class AsyncClient:
 
     async def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> LogPage:
         """One page of the training log (:meth:`Client.read_log`)."""
         return await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after))
 
-    async def iter_log(self, job_id: JobId) -> AsyncGenerator[_JsonObject, None]:
+    async def iter_log(self, job_id: JobId) -> AsyncGenerator[TrainingLogLine, None]:
         """Every line of the training log so far, oldest first (:meth:`Client.iter_log`)."""
         after: Seq | None = None
         while True:
             page = await self.read_log(job_id, after=after)
-            lines: list[_JsonObject] = page["data"]
+            lines: list[TrainingLogLine] = page["data"]
             for line in lines:
                 yield line
             if not page.get("has_more") or not lines:
@@ -267,7 +270,7 @@ class AsyncClient:
                     return
             await anyio.sleep(follow.wait_s(cause))
 
-    async def _final_job_or_none(self, job_id: JobId) -> _JsonObject | None:
+    async def _final_job_or_none(self, job_id: JobId) -> FineTuningJob | None:
         try:
             job = await self.get_job(job_id)
         except ClientError:
@@ -281,7 +284,7 @@ class AsyncClient:
         answer = await self._request("POST", "/v1/dashboard/links")
         return self.base_url + str(answer["path"])
 
-    async def healthz(self) -> _JsonObject:
+    async def healthz(self) -> Health:
         """The server's health answer; needs no API key."""
         return await self._request("GET", "/healthz", auth=False)
 
@@ -297,7 +300,8 @@ class AsyncClient:
         return {"Authorization": f"Bearer {self._api_key}"}
 
     async def _request(self, method: str, path: str, *, auth: bool = True,
-                       **kwargs: Any) -> _JsonObject:
+                       **kwargs: Any) -> Any:
+        # The answer's JSON object (a dict); Any because each public method names its shape.
         headers = self._headers(auth)
         try:
             response = await self._http.request(method, path, headers=headers, **kwargs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Required, TypedDict
@@ -125,7 +126,8 @@ class StreamItem:
     seq: Seq
     """The job's sequence number of this item (the SSE ``id``); -1 if the server sent none."""
     data: JsonObject
-    """The job object, the event object or the log line ``{"n", "at", "text"}``."""
+    """By ``kind``: the job (shaped as :class:`~alallo.FineTuningJob`), the event
+    (:class:`~alallo.JobEvent`) or the log line (:class:`~alallo.TrainingLogLine`)."""
 
 
 class _Follow:
@@ -175,9 +177,9 @@ class _Follow:
             raise transport_error(self.base_url, exc) from exc
         return exc
 
-    def closing_item(self, job: JsonObject) -> StreamItem:
+    def closing_item(self, job: Mapping[str, Any]) -> StreamItem:
         """The final job, looked up after a clean end, as the stream's last item."""
-        return StreamItem("job", -1 if self.last is None else self.last, job)
+        return StreamItem("job", -1 if self.last is None else self.last, dict(job))
 
     def wait_s(self, cause: Exception | None) -> float:
         """Seconds to wait before the next attempt.
@@ -289,7 +291,7 @@ def stream_item(sse: ServerSentEvent) -> StreamItem:
     return StreamItem(kind=sse.event, seq=seq, data=data)
 
 
-def is_final(job: JsonObject) -> bool:
+def is_final(job: Mapping[str, Any]) -> bool:
     try:
         return JobStatus(job.get("status")).is_final
     except ValueError:

@@ -1,7 +1,13 @@
 """Python clients for alallo's HTTP API (API.md): :class:`Client` and :class:`AsyncClient`.
 
-Every method returns the JSON object of API.md as a plain ``dict``, so the
-clients never lag behind the server's fields. Failures are :class:`ApiError`
+Every method returns the JSON object of API.md, typed as one of the
+:class:`typing.TypedDict` of :mod:`alallo._client_types` (``FineTuningJob``,
+``FileObject``, ``JobEvent``, ``Checkpoint``, ``TrainingLogLine``,
+``Estimate``, ...; all exported from :mod:`alallo`), so an editor completes
+its keys and a type checker catches a misspelt one. At runtime each result
+is still the plain ``dict`` the JSON made: code that treated results as
+dicts keeps working, and a field the server adds before the types name it
+is there to read. Failures are Failures are :class:`ApiError`
 (the server said no) or :class:`ClientError` (no key, no server); see
 :mod:`alallo._client_errors` for the tree.
 
@@ -38,6 +44,11 @@ from alallo._client_base import StreamItem as StreamItem
 from alallo._client_errors import AlalloClientError as AlalloClientError
 from alallo._client_errors import ApiError as ApiError
 from alallo._client_errors import ClientError as ClientError
+from alallo._client_types import (
+    Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
+    FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
+    TrainingLogLine,
+)
 from alallo._types import FileId, JobId, Seq
 
 __all__ = [
@@ -53,9 +64,6 @@ __all__ = [
     "StreamItem",
 ]
 
-_JsonObject = dict[str, Any]
-
-
 class Client:
     """A connection to one alallo server, on behalf of one account (blocking calls).
 
@@ -66,6 +74,8 @@ class Client:
             for item in client.watch(job["id"]):
                 print(item.kind, item.data)
 
+    Results are typed (:class:`~alallo.FineTuningJob`, :class:`~alallo.FileObject`,
+    :class:`~alallo.Page` of them...) but are plain dicts at runtime.
     :class:`AsyncClient` has the same methods, to ``await``.
 
     Args:
@@ -121,11 +131,12 @@ class Client:
 
     def upload_file(
         self, path: str | os.PathLike[str], *, purpose: str = "fine-tune"
-    ) -> _JsonObject:
+    ) -> FileObject:
         """Upload a JSONL training file; the server checks every line.
 
         Returns:
-            The file object: ``id``, ``filename``, ``line_count``, ``format``, ...
+            The :class:`~alallo.FileObject` (a plain dict): ``id``, ``filename``,
+            ``line_count``, ``format``, ...
 
         Raises:
             ApiError: 422 naming the first bad line (``line 7: ...``), 413 if too big.
@@ -140,7 +151,7 @@ class Client:
             files = {"file": (path.name, data, "application/jsonl")}
             return self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
 
-    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> _JsonObject:
+    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> FileList:
         """One page of the account's files, newest first, as a list object (``data``,
         ``has_more``); ``after`` is the last file id seen. Without ``limit``, the
         server's page (up to 10,000)."""
@@ -148,55 +159,56 @@ class Client:
             {"after": after} if after is not None else {})
         return self._request("GET", "/v1/files", params=params)
 
-    def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[_JsonObject]:
+    def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[FileObject]:
         """Every file of the account, newest first, fetching page after page."""
         after: FileId | None = None
         while True:
             page = self.list_files(limit=page_size, after=after)
-            files: list[_JsonObject] = page["data"]
+            files: list[FileObject] = page["data"]
             yield from files
             if not page.get("has_more") or not files:
                 return
             after = str(files[-1]["id"])
 
-    def get_file(self, file_id: FileId) -> _JsonObject:
+    def get_file(self, file_id: FileId) -> FileObject:
         """One file object. Raises :class:`ApiError` 404 if the account has no such file."""
         return self._request("GET", f"/v1/files/{file_id}")
 
-    def delete_file(self, file_id: FileId) -> _JsonObject:
+    def delete_file(self, file_id: FileId) -> FileDeleted:
         """Delete a file. Raises :class:`ApiError` 409 while a live job uses it."""
         return self._request("DELETE", f"/v1/files/{file_id}")
 
     # -- models, capacity and estimates ----------------------------------------
 
-    def list_models(self) -> _JsonObject:
+    def list_models(self) -> ModelList:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
         return self._request("GET", "/v1/models")
 
-    def capacity(self) -> _JsonObject:
+    def capacity(self) -> Capacity:
         """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""
         return self._request("GET", "/v1/capacity")
 
-    def drain_node(self, node: str, *, on: bool = True) -> _JsonObject:
+    def drain_node(self, node: str, *, on: bool = True) -> NodeDrain:
         """Drain a node (operator): its jobs move, no new ones land there; ``on=False`` undoes it."""
         action = "drain" if on else "undrain"
         return self._request("POST", f"/v1/capacity/nodes/{node}/{action}")
 
-    def estimate(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
+    def estimate(self, **spec: Unpack[JobSpecFields]) -> Estimate:
         """Estimate time and price of a job without creating it.
 
         Args:
-            **spec: The job spec (:class:`JobSpecFields`); ``training_file`` is optional here.
+            **spec: The job spec (:class:`JobSpecFields`), as for :meth:`create_job`.
 
         Returns:
-            ``available`` and ``reason``, ``time`` (``text`` like ``"40 min to 1.3 h"``),
-            ``price``, ``capacity_free`` and ``note``, ``plan``, ``allowed_to_proceed``.
+            An :class:`~alallo.Estimate` (a plain dict): ``available`` and ``reason``,
+            ``time`` (``text`` like ``"40 min to 1.3 h"``), ``price``, ``capacity_free``
+            and ``note``, ``plan``, ``allowed_to_proceed``.
         """
         return self._request("POST", "/v1/fine_tuning/estimates", json=base.clean_spec(spec))
 
     # -- jobs ------------------------------------------------------------------
 
-    def create_job(self, **spec: Unpack[JobSpecFields]) -> _JsonObject:
+    def create_job(self, **spec: Unpack[JobSpecFields]) -> FineTuningJob:
         """Create a fine-tuning job; it starts ``queued`` with the message ``Starting``.
 
         Args:
@@ -204,7 +216,7 @@ class Client:
                 are required, everything else has a server default.
 
         Returns:
-            The job object.
+            The job, a :class:`~alallo.FineTuningJob` (a plain dict).
 
         Raises:
             ApiError: 422 with ``param`` naming a bad field, 402 if the balance
@@ -212,26 +224,26 @@ class Client:
         """
         return self._request("POST", "/v1/fine_tuning/jobs", json=base.clean_spec(spec))
 
-    def get_job(self, job_id: JobId) -> _JsonObject:
+    def get_job(self, job_id: JobId) -> FineTuningJob:
         """The job object: status, message, progress, time left, price, ..."""
         return self._request("GET", f"/v1/fine_tuning/jobs/{job_id}")
 
-    def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> _JsonObject:
+    def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> JobList:
         """One page of the account's jobs, newest first; ``after`` is the last id seen."""
         return self._request("GET", "/v1/fine_tuning/jobs", params=base.page(limit, after))
 
-    def iter_jobs(self, *, page_size: int = 100) -> Iterator[_JsonObject]:
+    def iter_jobs(self, *, page_size: int = 100) -> Iterator[FineTuningJob]:
         """Every job of the account, newest first, fetching page after page."""
         after: JobId | None = None
         while True:
             page = self.list_jobs(limit=page_size, after=after)
-            jobs: list[_JsonObject] = page["data"]
+            jobs: list[FineTuningJob] = page["data"]
             yield from jobs
             if not page.get("has_more") or not jobs:
                 return
             after = str(jobs[-1]["id"])
 
-    def cancel_job(self, job_id: JobId) -> _JsonObject:
+    def cancel_job(self, job_id: JobId) -> FineTuningJob:
         """Cancel a job; returns it ``cancelling`` (or already ``cancelled``).
 
         Raises:
@@ -241,18 +253,18 @@ class Client:
 
     def list_events(
         self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> JobEventList:
         """One page of a job's events, oldest first; ``after`` is the last event's ``seq``."""
         return self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after)
         )
 
-    def iter_events(self, job_id: JobId) -> Iterator[_JsonObject]:
+    def iter_events(self, job_id: JobId) -> Iterator[JobEvent]:
         """All of a job's events, oldest first, fetching page after page."""
         after: Seq | None = None
         while True:
             page = self.list_events(job_id, after=after)
-            events: list[_JsonObject] = page["data"]
+            events: list[JobEvent] = page["data"]
             yield from events
             if not page.get("has_more") or not events:
                 return
@@ -260,7 +272,7 @@ class Client:
 
     def list_checkpoints(
         self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> CheckpointList:
         """One page of a job's saved checkpoints, newest first.
 
         ``after`` is the ``id`` (``ftckpt-…``) of the last checkpoint seen. Each
@@ -274,12 +286,12 @@ class Client:
 
     def iter_checkpoints(
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
-    ) -> Iterator[_JsonObject]:
+    ) -> Iterator[Checkpoint]:
         """Every checkpoint a job saved, newest first, fetching page after page."""
         after: str | None = None
         while True:
             page = self.list_checkpoints(job_id, after=after, limit=page_size)
-            checkpoints: list[_JsonObject] = page["data"]
+            checkpoints: list[Checkpoint] = page["data"]
             yield from checkpoints
             if not page.get("has_more") or not checkpoints:
                 return
@@ -287,7 +299,7 @@ class Client:
 
     def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
-    ) -> _JsonObject:
+    ) -> LogPage:
         """One page of the training log: ``data`` holds ``{"n", "at", "text"}`` lines.
 
         ``after`` is the ``n`` of the last line seen (a line's ``n`` is its place
@@ -298,12 +310,12 @@ class Client:
             "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after)
         )
 
-    def iter_log(self, job_id: JobId) -> Iterator[_JsonObject]:
+    def iter_log(self, job_id: JobId) -> Iterator[TrainingLogLine]:
         """Every line of the training log so far, oldest first."""
         after: Seq | None = None
         while True:
             page = self.read_log(job_id, after=after)
-            lines: list[_JsonObject] = page["data"]
+            lines: list[TrainingLogLine] = page["data"]
             yield from lines
             if not page.get("has_more") or not lines:
                 return
@@ -358,7 +370,7 @@ class Client:
                     return
             time.sleep(follow.wait_s(cause))
 
-    def _final_job_or_none(self, job_id: JobId) -> _JsonObject | None:
+    def _final_job_or_none(self, job_id: JobId) -> FineTuningJob | None:
         try:
             job = self.get_job(job_id)
         except ClientError:
@@ -374,7 +386,7 @@ class Client:
         """
         return self.base_url + str(self._request("POST", "/v1/dashboard/links")["path"])
 
-    def healthz(self) -> _JsonObject:
+    def healthz(self) -> Health:
         """The server's health answer; needs no API key."""
         return self._request("GET", "/healthz", auth=False)
 
@@ -389,7 +401,8 @@ class Client:
             raise base.missing_key(self._data_dir)
         return {"Authorization": f"Bearer {self._api_key}"}
 
-    def _request(self, method: str, path: str, *, auth: bool = True, **kwargs: Any) -> _JsonObject:
+    def _request(self, method: str, path: str, *, auth: bool = True, **kwargs: Any) -> Any:
+        # The answer's JSON object (a dict); Any because each public method names its shape.
         headers = self._headers(auth)
         try:
             response = self._http.request(method, path, headers=headers, **kwargs)

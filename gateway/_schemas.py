@@ -87,6 +87,8 @@ class CatalogueModelObject(BaseModel):
 
     id: str
     object: Literal["model"]
+    owned_by: str
+    """``alallo`` (the built-in catalogue) or ``local`` (weights on this server's disk)."""
     parameters: int
     context_length: int
     adapters: list[str]
@@ -153,10 +155,13 @@ class JobObject(BaseModel):
     model: str
     training_file: str
     validation_file: str | None
+    suffix: str | None
     method: str
     adapter: Literal["lora", "full"]
     precision: Literal["16-bit", "4-bit"]
     goal: Literal["lowest_cost", "fastest_finish"]
+    trainer: str
+    """``trl``, ``simulated`` or ``command``."""
     hyperparameters: dict[str, Any]
     status: Literal["queued", "running", "re-scheduling", "cancelling", "cancelled",
                     "succeeded", "failed"]
@@ -165,6 +170,11 @@ class JobObject(BaseModel):
     time_left: TimeRangeObject | None
     estimate: TimeRangeObject
     price: Price
+    plan: EstimatePlan
+    """The devices the job runs on."""
+    placement: dict[str, Any] | None
+    """The node and devices it holds now; null when none."""
+    queue_position: int | None
     created_at: int
     started_at: int | None
     finished_at: int | None
@@ -174,6 +184,10 @@ class JobObject(BaseModel):
     fine_tuned_model: str | None
     error: ErrorDetail | None
     seq: int
+    integrations: list[dict[str, Any]]
+    """As given, without secrets (a W&B ``api_key`` is left out)."""
+    seed: int | None
+    metadata: dict[str, str] | None
 
 
 class JobList(BaseModel):
