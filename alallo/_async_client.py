@@ -6,7 +6,7 @@ import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 import anyio
 import httpx
@@ -30,9 +30,10 @@ class AsyncClient:
 
     The same methods as :class:`alallo.client.Client` (each documented
     there), as coroutines, with the same typed results (TypedDicts of
-    :mod:`alallo._client_types`, plain dicts at runtime); the ``iter_*`` methods and :meth:`watch` are async
-    iterators. It runs on HTTPX's ``AsyncClient``, which runs on AnyIO, so it
-    works under Trio and under asyncio alike::
+    :mod:`alallo._client_types`, plain dicts at runtime); the ``iter_*``
+    methods and :meth:`watch` are async iterators. It runs on HTTPX's
+    ``AsyncClient``, which runs on AnyIO, so it works under Trio and under
+    asyncio alike::
 
         async with AsyncClient() as client:
             job = await client.create_job(model="alallo/tiny-gpt2", training_file=file_id)
@@ -103,15 +104,15 @@ class AsyncClient:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
         with data:
             files = {"file": (path.name, data, "application/jsonl")}
-            return await self._request("POST", "/v1/files", files=files,
-                                       data={"purpose": purpose})
+            return cast(FileObject, await self._request("POST", "/v1/files", files=files,
+                                       data={"purpose": purpose}))
 
     async def list_files(self, *, limit: int | None = None,
                          after: FileId | None = None) -> FileList:
         """One page of the account's files, newest first (:meth:`Client.list_files`)."""
         params = base.page(limit, after) if limit is not None else (
             {"after": after} if after is not None else {})
-        return await self._request("GET", "/v1/files", params=params)
+        return cast(FileList, await self._request("GET", "/v1/files", params=params))
 
     async def iter_files(
         self, *, page_size: int = FILES_PAGE_SIZE
@@ -129,45 +130,47 @@ class AsyncClient:
 
     async def get_file(self, file_id: FileId) -> FileObject:
         """One file object (:meth:`Client.get_file`)."""
-        return await self._request("GET", f"/v1/files/{file_id}")
+        return cast(FileObject, await self._request("GET", f"/v1/files/{file_id}"))
 
     async def delete_file(self, file_id: FileId) -> FileDeleted:
         """Delete a file (:meth:`Client.delete_file`)."""
-        return await self._request("DELETE", f"/v1/files/{file_id}")
+        return cast(FileDeleted, await self._request("DELETE", f"/v1/files/{file_id}"))
 
     # -- models, capacity and estimates ----------------------------------------
 
     async def list_models(self) -> ModelList:
         """The model catalogue (:meth:`Client.list_models`)."""
-        return await self._request("GET", "/v1/models")
+        return cast(ModelList, await self._request("GET", "/v1/models"))
 
     async def capacity(self) -> Capacity:
         """The capacity pool (:meth:`Client.capacity`)."""
-        return await self._request("GET", "/v1/capacity")
+        return cast(Capacity, await self._request("GET", "/v1/capacity"))
 
     async def drain_node(self, node: str, *, on: bool = True) -> NodeDrain:
         """Drain a node, or undo it (:meth:`Client.drain_node`)."""
         action = "drain" if on else "undrain"
-        return await self._request("POST", f"/v1/capacity/nodes/{node}/{action}")
+        return cast(NodeDrain, await self._request("POST", f"/v1/capacity/nodes/{node}/{action}"))
 
     async def estimate(self, **spec: Unpack[JobSpecFields]) -> Estimate:
         """Estimate time and price of a job (:meth:`Client.estimate`)."""
-        return await self._request("POST", "/v1/fine_tuning/estimates",
-                                   json=base.clean_spec(spec))
+        return cast(Estimate, await self._request("POST", "/v1/fine_tuning/estimates",
+                                   json=base.clean_spec(spec)))
 
     # -- jobs ------------------------------------------------------------------
 
     async def create_job(self, **spec: Unpack[JobSpecFields]) -> FineTuningJob:
         """Create a fine-tuning job (:meth:`Client.create_job`)."""
-        return await self._request("POST", "/v1/fine_tuning/jobs", json=base.clean_spec(spec))
+        return cast(FineTuningJob, await self._request("POST", "/v1/fine_tuning/jobs",
+                                                       json=base.clean_spec(spec)))
 
     async def get_job(self, job_id: JobId) -> FineTuningJob:
         """The job object (:meth:`Client.get_job`)."""
-        return await self._request("GET", f"/v1/fine_tuning/jobs/{job_id}")
+        return cast(FineTuningJob, await self._request("GET", f"/v1/fine_tuning/jobs/{job_id}"))
 
     async def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> JobList:
         """One page of the account's jobs, newest first (:meth:`Client.list_jobs`)."""
-        return await self._request("GET", "/v1/fine_tuning/jobs", params=base.page(limit, after))
+        return cast(JobList, await self._request("GET", "/v1/fine_tuning/jobs",
+                                                 params=base.page(limit, after)))
 
     async def iter_jobs(self, *, page_size: int = 100) -> AsyncGenerator[FineTuningJob, None]:
         """Every job of the account, newest first, page after page (:meth:`Client.iter_jobs`)."""
@@ -183,14 +186,15 @@ class AsyncClient:
 
     async def cancel_job(self, job_id: JobId) -> FineTuningJob:
         """Cancel a job (:meth:`Client.cancel_job`)."""
-        return await self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel")
+        return cast(FineTuningJob,
+                    await self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel"))
 
     async def list_events(
         self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
     ) -> JobEventList:
         """One page of a job's events, oldest first (:meth:`Client.list_events`)."""
-        return await self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after))
+        return cast(JobEventList, await self._request(
+            "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after)))
 
     async def iter_events(self, job_id: JobId) -> AsyncGenerator[JobEvent, None]:
         """All of a job's events, oldest first, page after page (:meth:`Client.iter_events`)."""
@@ -208,8 +212,8 @@ class AsyncClient:
         self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
     ) -> CheckpointList:
         """One page of a job's checkpoints, newest first (:meth:`Client.list_checkpoints`)."""
-        return await self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after))
+        return cast(CheckpointList, await self._request(
+            "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after)))
 
     async def iter_checkpoints(
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
@@ -230,8 +234,8 @@ class AsyncClient:
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
     ) -> LogPage:
         """One page of the training log (:meth:`Client.read_log`)."""
-        return await self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after))
+        return cast(LogPage, await self._request(
+            "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after)))
 
     async def iter_log(self, job_id: JobId) -> AsyncGenerator[TrainingLogLine, None]:
         """Every line of the training log so far, oldest first (:meth:`Client.iter_log`)."""
@@ -286,7 +290,7 @@ class AsyncClient:
 
     async def healthz(self) -> Health:
         """The server's health answer; needs no API key."""
-        return await self._request("GET", "/healthz", auth=False)
+        return cast(Health, await self._request("GET", "/healthz", auth=False))
 
     # -- plumbing ----------------------------------------------------------------
 

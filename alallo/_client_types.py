@@ -269,7 +269,7 @@ class JobError(TypedDict):
 
 
 class FineTuningJob(TypedDict):
-    """A fine-tuning job (``create_job``, ``get_job``, ``cancel_job``, ``iter_jobs``; API.md, Jobs)."""
+    """A fine-tuning job (``create_job``, ``get_job``, ``cancel_job``, ``iter_jobs``; API.md)."""
 
     id: str
     """``ft-…``."""

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, connect_sse
@@ -149,7 +149,8 @@ class Client:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
         with data:  # streamed: a file may be far larger than memory should hold
             files = {"file": (path.name, data, "application/jsonl")}
-            return self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
+            answer = self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
+            return cast(FileObject, answer)
 
     def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> FileList:
         """One page of the account's files, newest first, as a list object (``data``,
@@ -157,7 +158,7 @@ class Client:
         server's page (up to 10,000)."""
         params = base.page(limit, after) if limit is not None else (
             {"after": after} if after is not None else {})
-        return self._request("GET", "/v1/files", params=params)
+        return cast(FileList, self._request("GET", "/v1/files", params=params))
 
     def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[FileObject]:
         """Every file of the account, newest first, fetching page after page."""
@@ -172,26 +173,26 @@ class Client:
 
     def get_file(self, file_id: FileId) -> FileObject:
         """One file object. Raises :class:`ApiError` 404 if the account has no such file."""
-        return self._request("GET", f"/v1/files/{file_id}")
+        return cast(FileObject, self._request("GET", f"/v1/files/{file_id}"))
 
     def delete_file(self, file_id: FileId) -> FileDeleted:
         """Delete a file. Raises :class:`ApiError` 409 while a live job uses it."""
-        return self._request("DELETE", f"/v1/files/{file_id}")
+        return cast(FileDeleted, self._request("DELETE", f"/v1/files/{file_id}"))
 
     # -- models, capacity and estimates ----------------------------------------
 
     def list_models(self) -> ModelList:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
-        return self._request("GET", "/v1/models")
+        return cast(ModelList, self._request("GET", "/v1/models"))
 
     def capacity(self) -> Capacity:
         """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""
-        return self._request("GET", "/v1/capacity")
+        return cast(Capacity, self._request("GET", "/v1/capacity"))
 
     def drain_node(self, node: str, *, on: bool = True) -> NodeDrain:
         """Drain a node (operator): its jobs move, no new ones land there; ``on=False`` undoes it."""
         action = "drain" if on else "undrain"
-        return self._request("POST", f"/v1/capacity/nodes/{node}/{action}")
+        return cast(NodeDrain, self._request("POST", f"/v1/capacity/nodes/{node}/{action}"))
 
     def estimate(self, **spec: Unpack[JobSpecFields]) -> Estimate:
         """Estimate time and price of a job without creating it.
@@ -204,7 +205,8 @@ class Client:
             ``time`` (``text`` like ``"40 min to 1.3 h"``), ``price``, ``capacity_free``
             and ``note``, ``plan``, ``allowed_to_proceed``.
         """
-        return self._request("POST", "/v1/fine_tuning/estimates", json=base.clean_spec(spec))
+        return cast(Estimate, self._request("POST", "/v1/fine_tuning/estimates",
+                                            json=base.clean_spec(spec)))
 
     # -- jobs ------------------------------------------------------------------
 
@@ -222,15 +224,17 @@ class Client:
             ApiError: 422 with ``param`` naming a bad field, 402 if the balance
                 cannot cover the job, 404 for an unknown file.
         """
-        return self._request("POST", "/v1/fine_tuning/jobs", json=base.clean_spec(spec))
+        return cast(FineTuningJob, self._request("POST", "/v1/fine_tuning/jobs",
+                                                 json=base.clean_spec(spec)))
 
     def get_job(self, job_id: JobId) -> FineTuningJob:
         """The job object: status, message, progress, time left, price, ..."""
-        return self._request("GET", f"/v1/fine_tuning/jobs/{job_id}")
+        return cast(FineTuningJob, self._request("GET", f"/v1/fine_tuning/jobs/{job_id}"))
 
     def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> JobList:
         """One page of the account's jobs, newest first; ``after`` is the last id seen."""
-        return self._request("GET", "/v1/fine_tuning/jobs", params=base.page(limit, after))
+        return cast(JobList, self._request("GET", "/v1/fine_tuning/jobs",
+                                           params=base.page(limit, after)))
 
     def iter_jobs(self, *, page_size: int = 100) -> Iterator[FineTuningJob]:
         """Every job of the account, newest first, fetching page after page."""
@@ -249,15 +253,15 @@ class Client:
         Raises:
             ApiError: 409 if the job has finished; the message says so.
         """
-        return self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel")
+        return cast(FineTuningJob, self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel"))
 
     def list_events(
         self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
     ) -> JobEventList:
         """One page of a job's events, oldest first; ``after`` is the last event's ``seq``."""
-        return self._request(
+        return cast(JobEventList, self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after)
-        )
+        ))
 
     def iter_events(self, job_id: JobId) -> Iterator[JobEvent]:
         """All of a job's events, oldest first, fetching page after page."""
@@ -280,9 +284,9 @@ class Client:
         saved) and ``metrics`` (``step``, ``train_loss``). A job that saved
         none has an empty list.
         """
-        return self._request(
+        return cast(CheckpointList, self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after)
-        )
+        ))
 
     def iter_checkpoints(
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
@@ -306,9 +310,9 @@ class Client:
         in the job's sequence, shared with events). A job that has not started
         training has an empty log.
         """
-        return self._request(
+        return cast(LogPage, self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after)
-        )
+        ))
 
     def iter_log(self, job_id: JobId) -> Iterator[TrainingLogLine]:
         """Every line of the training log so far, oldest first."""
@@ -388,7 +392,7 @@ class Client:
 
     def healthz(self) -> Health:
         """The server's health answer; needs no API key."""
-        return self._request("GET", "/healthz", auth=False)
+        return cast(Health, self._request("GET", "/healthz", auth=False))
 
     # -- plumbing ----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+from types import GenericAlias
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
@@ -20,25 +21,25 @@ import pytest
 import alallo
 from alallo import AsyncClient, Client
 from alallo.client import StreamItem
-from alallo import _client_types as types
+from alallo import _client_types as shapes
 from gateway._openapi import openapi_document
 from support import EXAMPLES, LiveServer
 
 ANSWERS: dict[type, str] = {
-    types.FileObject: "FileObject",
-    types.FileList: "FileList",
-    types.FileDeleted: "FileDeleted",
-    types.ModelList: "ModelList",
-    types.Capacity: "Capacity",
-    types.NodeDrain: "NodeDrain",
-    types.Estimate: "Estimate",
-    types.FineTuningJob: "JobObject",
-    types.JobList: "JobList",
-    types.JobEventList: "EventList",
-    types.CheckpointList: "JobCheckpointList",
-    types.LogPage: "LogPage",
-    types.Health: "Health",
-    types.DashboardLink: "DashboardLink",
+    shapes.FileObject: "FileObject",
+    shapes.FileList: "FileList",
+    shapes.FileDeleted: "FileDeleted",
+    shapes.ModelList: "ModelList",
+    shapes.Capacity: "Capacity",
+    shapes.NodeDrain: "NodeDrain",
+    shapes.Estimate: "Estimate",
+    shapes.FineTuningJob: "JobObject",
+    shapes.JobList: "JobList",
+    shapes.JobEventList: "EventList",
+    shapes.CheckpointList: "JobCheckpointList",
+    shapes.LogPage: "LogPage",
+    shapes.Health: "Health",
+    shapes.DashboardLink: "DashboardLink",
 }
 """Each answer's TypedDict and its schema in /openapi.json; nested ones are found from these."""
 
@@ -47,11 +48,17 @@ def hints(td: type) -> dict[str, Any]:
     """A TypedDict's key types, with ``Page[X]``'s ``T`` read as ``X``."""
     found = get_type_hints(td)
     for base in getattr(td, "__orig_bases__", ()):
-        if get_origin(base) is types.Page:
+        if get_origin(base) is shapes.Page:
             (item,) = get_args(base)
-            found = {key: list[item] if hint == list[types.T] else hint
+            page_items = GenericAlias(list, (shapes.T,))
+            found = {key: GenericAlias(list, (item,)) if hint == page_items else hint
                      for key, hint in found.items()}
     return found
+
+
+def required_keys(td: type) -> frozenset[str]:
+    """The keys a TypedDict requires."""
+    return frozenset(getattr(td, "__required_keys__"))
 
 
 def typeddicts_in(hint: Any) -> set[type]:
@@ -100,13 +107,13 @@ def test_every_type_has_its_schemas_keys_and_required_keys(schemas: dict[str, An
     for td, name in found.items():
         schema = schemas[name]
         assert set(hints(td)) == set(schema["properties"]), name
-        assert td.__required_keys__ == set(schema.get("required", ())), name
-    exported = {getattr(types, n) for n in types.__all__} - {types.Page}
+        assert required_keys(td) == set(schema.get("required", ())), name
+    exported = {getattr(shapes, n) for n in shapes.__all__} - {shapes.Page}
     assert exported == set(found), "a result type that no answer uses"
 
 
 def test_every_public_method_of_both_clients_returns_a_result_type() -> None:
-    allowed = {getattr(types, n) for n in types.__all__} | {str, StreamItem}
+    allowed = {getattr(shapes, n) for n in shapes.__all__} | {str, StreamItem}
     for name, method in inspect.getmembers(Client, inspect.isfunction):
         if name.startswith("_") or name == "close":
             continue
@@ -121,8 +128,8 @@ def test_every_public_method_of_both_clients_returns_a_result_type() -> None:
 
 
 def test_the_types_are_exported_from_alallo() -> None:
-    for name in types.__all__:
-        assert getattr(alallo, name) is getattr(types, name)
+    for name in shapes.__all__:
+        assert getattr(alallo, name) is getattr(shapes, name)
         assert name in alallo.__all__
 
 
@@ -130,8 +137,8 @@ def assert_shape(value: Any, td: type, where: str) -> None:
     """``value`` has every required key of ``td``, no key ``td`` lacks; nested likewise."""
     assert isinstance(value, dict), where
     keys = set(value)
-    assert td.__required_keys__ <= keys <= set(hints(td)), (
-        f"{where}: missing {sorted(td.__required_keys__ - keys)}, "
+    assert required_keys(td) <= keys <= set(hints(td)), (
+        f"{where}: missing {sorted(required_keys(td) - keys)}, "
         f"not in {td.__name__}: {sorted(keys - set(hints(td)))}")
     for key, hint in hints(td).items():
         for nested in typeddicts_in(hint):
@@ -142,39 +149,39 @@ def assert_shape(value: Any, td: type, where: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished(live_server: LiveServer) -> Iterator[tuple[Client, types.FineTuningJob]]:
+def finished(live_server: LiveServer) -> Iterator[tuple[Client, shapes.FineTuningJob]]:
     """A client and a finished job of 10 simulated steps (a checkpoint at 10)."""
     with Client(live_server.url, api_key=live_server.api_key) as client:
         yield client, _finished_job(client)
 
 
-def _finished_job(client: Client) -> types.FineTuningJob:
+def _finished_job(client: Client) -> shapes.FineTuningJob:
     file = client.upload_file(EXAMPLES / "sample.jsonl")
-    assert_shape(file, types.FileObject, "upload_file()")
+    assert_shape(file, shapes.FileObject, "upload_file()")
     job = client.create_job(model="alallo/tiny-gpt2", training_file=file["id"],
                             hyperparameters={"max_steps": 10},
                             trainer={"type": "simulated", "step_delay_s": 0})
-    assert_shape(job, types.FineTuningJob, "create_job()")
+    assert_shape(job, shapes.FineTuningJob, "create_job()")
     last = [item.data for item in client.watch(job["id"]) if item.kind == "job"][-1]
     assert last["status"] == "succeeded", last["message"]
-    return typing.cast(types.FineTuningJob, last)
+    return typing.cast(shapes.FineTuningJob, last)
 
 
 def test_a_live_servers_answers_have_exactly_the_types_keys(
-        finished: tuple[Client, types.FineTuningJob]) -> None:
+        finished: tuple[Client, shapes.FineTuningJob]) -> None:
     client, job = finished
     job_id = job["id"]
     answers: list[tuple[Any, type, str]] = [
-        (client.get_job(job_id), types.FineTuningJob, "get_job()"),
-        (client.list_jobs(limit=2), types.JobList, "list_jobs()"),
-        (client.list_files(limit=2), types.FileList, "list_files()"),
-        (client.list_events(job_id), types.JobEventList, "list_events()"),
-        (client.list_checkpoints(job_id), types.CheckpointList, "list_checkpoints()"),
-        (client.read_log(job_id), types.LogPage, "read_log()"),
+        (client.get_job(job_id), shapes.FineTuningJob, "get_job()"),
+        (client.list_jobs(limit=2), shapes.JobList, "list_jobs()"),
+        (client.list_files(limit=2), shapes.FileList, "list_files()"),
+        (client.list_events(job_id), shapes.JobEventList, "list_events()"),
+        (client.list_checkpoints(job_id), shapes.CheckpointList, "list_checkpoints()"),
+        (client.read_log(job_id), shapes.LogPage, "read_log()"),
         (client.estimate(model="alallo/tiny-gpt2", training_file=job["training_file"]),
-         types.Estimate, "estimate()"),
-        (client.capacity(), types.Capacity, "capacity()"),
-        (client.list_models(), types.ModelList, "list_models()"),
+         shapes.Estimate, "estimate()"),
+        (client.capacity(), shapes.Capacity, "capacity()"),
+        (client.list_models(), shapes.ModelList, "list_models()"),
     ]
     for value, td, where in answers:
         assert_shape(value, td, where)
@@ -185,13 +192,13 @@ def test_a_live_servers_answers_have_exactly_the_types_keys(
 
 
 async def test_the_async_clients_answers_have_the_same_keys(
-        live_server: LiveServer, finished: tuple[Client, types.FineTuningJob]) -> None:
+        live_server: LiveServer, finished: tuple[Client, shapes.FineTuningJob]) -> None:
     _, job = finished
     async with AsyncClient(live_server.url, api_key=live_server.api_key) as client:
         got = await client.get_job(job["id"])
-        assert_shape(got, types.FineTuningJob, "AsyncClient.get_job()")
+        assert_shape(got, shapes.FineTuningJob, "AsyncClient.get_job()")
         assert set(got) == set(job)
         events = [event async for event in client.iter_events(job["id"])]
     for i, event in enumerate(events):
-        assert_shape(event, types.JobEvent, f"iter_events()[{i}]")
+        assert_shape(event, shapes.JobEvent, f"iter_events()[{i}]")
     assert type(got) is dict, "results stay plain dicts at runtime"
