@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -97,7 +97,7 @@ def print_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2))
 
 
-def status_text(job: dict[str, Any]) -> Text:
+def status_text(job: Mapping[str, Any]) -> Text:
     """The job's status, coloured, followed by its message when it has one."""
     status = str(job.get("status", "?"))
     text = Text(status, style=STATUS_STYLES.get(status, ""))
@@ -106,7 +106,7 @@ def status_text(job: dict[str, Any]) -> Text:
     return text
 
 
-def error_text(job: dict[str, Any]) -> str | None:
+def error_text(job: Mapping[str, Any]) -> str | None:
     """The job's error, when it says more than its message already does.
 
     A job stopped by the budget has the message and the error message
@@ -121,7 +121,7 @@ def error_text(job: dict[str, Any]) -> str | None:
     return message
 
 
-def progress_text(job: dict[str, Any]) -> str:
+def progress_text(job: Mapping[str, Any]) -> str:
     """``step/max_steps (p%)``, or ``-`` before the job knows its steps."""
     progress = job.get("progress") or {}
     step, max_steps = progress.get("step"), progress.get("max_steps")
@@ -134,13 +134,13 @@ def progress_text(job: dict[str, Any]) -> str:
     return text
 
 
-def percent_text(job: dict[str, Any]) -> str:
+def percent_text(job: Mapping[str, Any]) -> str:
     """The progress percentage alone, e.g. ``40%``."""
     percent = (job.get("progress") or {}).get("percent")
     return "-" if percent is None else f"{percent:.0f}%"
 
 
-def time_left_text(job: dict[str, Any]) -> str:
+def time_left_text(job: Mapping[str, Any]) -> str:
     """The server's time-left text (``"40 min to 1.3 h"``), or ``-``."""
     time_left = job.get("time_left") or {}
     return str(time_left.get("text") or "-")
@@ -153,13 +153,13 @@ def money(amount: float | None, currency: str | None = "USD") -> str:
     return format_money(amount, currency)
 
 
-def price_range(price: dict[str, Any]) -> str:
+def price_range(price: Mapping[str, Any]) -> str:
     """``$0.10 to $0.25`` from ``{"low", "high", "currency"}``, the seeds' way of ranges."""
     currency = price.get("currency")
     return f"{money(price.get('low'), currency)} to {money(price.get('high'), currency)}"
 
 
-def price_text(job: dict[str, Any]) -> str:
+def price_text(job: Mapping[str, Any]) -> str:
     """What the job costs: the amount charged once it has ended, else the estimate range."""
     price = job.get("price") or {}
     if job.get("status") in _FINAL_STATUSES:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -116,7 +117,7 @@ def delete_file(
     console().print(f"Deleted {file_id}", markup=False)
 
 
-def _file_summary(item: dict[str, Any]) -> str:
+def _file_summary(item: Mapping[str, Any]) -> str:
     return (
         f"{item.get('filename', '?')}: {item.get('line_count', '?')} lines, "
         f"format {item.get('format', '?')}, {item.get('bytes', '?')} bytes, "

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import collections
 import sys
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from alallo._client_types import TrainingLogLine
 from alallo._status import JobStatus
 from alallo.cli._common import (
     fail,
@@ -174,9 +176,10 @@ def estimate(
             out.print(Text(f"{answer['detail']}."))
         return
     grid = Table.grid(padding=(0, 2))
-    grid.add_row("Time", str((answer.get("time") or {}).get("text", "-")))
+    time_range = answer.get("time")
+    grid.add_row("Time", time_range["text"] if time_range else "-")
     grid.add_row("Price", price_range(answer.get("price") or {}))
-    plan = answer.get("plan") or {}
+    plan = answer.get("plan")
     if plan:
         grid.add_row(
             "Plan",
@@ -215,7 +218,7 @@ def list_jobs(
     columns = [Column("ID", keep=True), Column("Name", drop=4), Column("Model", drop=3),
                Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=2),
                Column("Time left", drop=1), Column("Price", keep=True)]
-    rows = [
+    rows: list[list[str | Text]] = [
         [
             job["id"],
             str(job.get("name") or ""),
@@ -244,7 +247,7 @@ def get(
         if as_json:
             print_json(job)
             return
-        log: collections.deque[dict[str, Any]] = collections.deque(maxlen=LOG_TAIL_LINES)
+        log: collections.deque[TrainingLogLine] = collections.deque(maxlen=LOG_TAIL_LINES)
         total = 0
         for line in client.iter_log(job_id):
             log.append(line)
@@ -400,13 +403,13 @@ def _hyperparameters(
     )
 
 
-def _method_text(job: dict[str, Any]) -> str:
+def _method_text(job: Mapping[str, Any]) -> str:
     method = job.get("method")
     parts = [method if isinstance(method, str) else None, job.get("adapter"), job.get("precision")]
     return ", ".join(str(part) for part in parts if part)
 
 
-def _price_detail(job: dict[str, Any]) -> str:
+def _price_detail(job: Mapping[str, Any]) -> str:
     price = job.get("price") or {}
     currency = price.get("currency")
     text = f"estimate {price_range({**(price.get('estimate') or {}), 'currency': currency})}"
@@ -420,7 +423,7 @@ def _price_detail(job: dict[str, Any]) -> str:
 _SIMULATED = "simulated: its steps take far less time and cost than real training"
 
 
-def _confirm(quote: dict[str, Any], *, ask: bool, trainer: str | None) -> None:
+def _confirm(quote: Mapping[str, Any], *, ask: bool, trainer: str | None) -> None:
     """Show an estimate; stop if the job cannot run, or if the user says no."""
     out = console()
     if not quote.get("available", True):
@@ -437,7 +440,7 @@ def _confirm(quote: dict[str, Any], *, ask: bool, trainer: str | None) -> None:
         raise typer.Exit(1)
 
 
-def _estimate_text(estimate: dict[str, Any]) -> str:
+def _estimate_text(estimate: Mapping[str, Any]) -> str:
     parts = [str((estimate.get("time") or {}).get("text") or "")]
     if estimate.get("price"):
         parts.append(price_range(estimate["price"]))

@@ -56,7 +56,7 @@ def watch_job(client: Client, job_id: str, *, console: Console | None = None) ->
             elif item.kind == "event":
                 view.show_event(item.data)
     if job is None:
-        job = client.get_job(job_id)
+        job = dict(client.get_job(job_id))
     _print_outcome(console, job)
     return job
 
