@@ -293,15 +293,20 @@ class JobActor(Actor[JobMessage]):
         epoch = self._rt.cluster.epoch_of(job.id)
         if epoch is None:
             raise LeaseLost(job.id, 0)
-        balance = await self._rt.store.save_job(job, events, lines, entries, epoch=epoch)
-        self._job = job
-        items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
-        items += [Item(job.id, "log", line.n, line.public()) for line in lines]
-        if job.state_seq > self._published_state_seq:
-            items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
-            self._published_state_seq = job.state_seq
-        items.sort(key=lambda item: item.seq)
-        self._rt.bus.publish(job.account_id, items)
+        live = self._rt.live_jobs
+        live.begin_write(job.id)  # from before the commit until the bus has it
+        try:
+            balance = await self._rt.store.save_job(job, events, lines, entries, epoch=epoch)
+            self._job = job
+            items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
+            items += [Item(job.id, "log", line.n, line.public()) for line in lines]
+            if job.state_seq > self._published_state_seq:
+                items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
+                self._published_state_seq = job.state_seq
+            items.sort(key=lambda item: item.seq)
+            self._rt.bus.publish(job.account_id, items)
+        finally:
+            live.end_write(job.id)
         for e in events:
             log.info("job.event", job_id=job.id, type=e.type.value, seq=e.seq)
         return balance

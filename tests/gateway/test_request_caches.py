@@ -127,6 +127,22 @@ def test_a_job_read_that_raced_a_change_is_not_remembered() -> None:
     assert len(jobs) == 0
 
 
+def test_a_job_being_written_is_read_from_the_store_until_the_bus_has_it() -> None:
+    jobs = LiveJobs()
+    jobs.finish_read("ft-a", jobs.begin_read("ft-a"), _job("ft-a"))
+    assert jobs.get("ft-a") is not None
+    jobs.begin_write("ft-a")  # the store may commit the new state from here on
+    assert jobs.get("ft-a") is None, "the old state is not served during the write"
+    during = jobs.begin_read("ft-a")  # may read the row before or after the commit
+    jobs.finish_read("ft-a", jobs.begin_read("ft-a"), _job("ft-a"))
+    assert jobs.get("ft-a") is None, "nothing is remembered during the write"
+    jobs.end_write("ft-a")
+    jobs.finish_read("ft-a", during, _job("ft-a"))
+    assert jobs.get("ft-a") is None, "a read begun during the write is not remembered"
+    jobs.finish_read("ft-a", jobs.begin_read("ft-a"), _job("ft-a"))
+    assert jobs.get("ft-a") is not None, "remembered again after the write"
+
+
 def test_a_key_lookup_that_raced_a_revocation_is_not_remembered() -> None:
     clock = Clock()
     keys = KeyCache(ttl_s=3.0, size=2, clock=clock)
