@@ -58,6 +58,8 @@ import traceback
 import warnings
 from typing import Any
 
+from alallo.trainers._env import QUIET_ENV
+
 __all__ = ["PRELOAD", "main"]
 
 PRELOAD: dict[str, tuple[str, ...]] = {
@@ -74,16 +76,6 @@ Each module has ``main(argv) -> int``, as the built-in trainers do."""
 
 _PR_SET_PDEATHSIG = 1
 _MAX_REQUEST = 1 << 20
-_QUIET_ENV = {  # read at import time by the HF libraries; the TRL trainer sets the same
-    "TOKENIZERS_PARALLELISM": "false",
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-}
 
 
 def _die_with_parent() -> None:
@@ -104,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sock = socket.socket(fileno=int(args[0]))
     module = args[1]
-    for key, value in _QUIET_ENV.items():
+    for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     warnings.filterwarnings("ignore")  # import-time notices speak to no one here
     import setproctitle

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows, tree_hash
+from ._env import QUIET_ENV
 from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, TrainerConfig, emit
 from ._wandb import WandbFailed, WandbRun, start_wandb
 from .tiny import TINY_GPT2, build_tiny_gpt2
@@ -66,16 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_QUIET_ENV = {
-    "TOKENIZERS_PARALLELISM": "false",
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-}
 _SAVE_TOTAL_LIMIT = 2
 _ONE_THREAD_BELOW_PARAMS = 10_000_000
 _NOT_HASHED = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state", "training_args.bin")
@@ -128,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m alallo.trainers.trl CONFIG.json", file=sys.stderr)
         return 2
-    for key, value in _QUIET_ENV.items():
+    for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     # The libraries' deprecation notices speak to this code's author, not to
     # the user who reads the job's log.

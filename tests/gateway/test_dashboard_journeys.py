@@ -11,30 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Response, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Response, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from browser import TIMEOUT_MS
 from support import EXAMPLES, LiveServer
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-TIMEOUT_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def api(live_server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_server.url, headers=live_server.headers, timeout=30) as c:
-        yield c
-
 
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
