@@ -91,7 +91,9 @@ async def test_a_job_read_right_after_it_changed_answers_the_change(runtime: Run
         job = (await client.post("/v1/fine_tuning/jobs", json={
             "model": "alallo/tiny-gpt2", "training_file": file.id,
             "hyperparameters": {"max_steps": 400},
-            "trainer": {"type": "simulated", "step_delay_s": 0.01}})).json()
+            # A step every 0.1 s: between its writes the job is answered from memory
+            # (during one, from the store).
+            "trainer": {"type": "simulated", "step_delay_s": 0.1}})).json()
         url = f"/v1/fine_tuning/jobs/{job['id']}"
         answered_from_memory = 0
         with trio.fail_after(30):
