@@ -114,19 +114,13 @@ class AsyncClient:
             {"after": after} if after is not None else {})
         return cast(FileList, await self._request("GET", "/v1/files", params=params))
 
-    async def iter_files(
+    def iter_files(
         self, *, page_size: int = FILES_PAGE_SIZE
     ) -> AsyncGenerator[FileObject, None]:
         """Every file of the account, newest first, page after page (:meth:`Client.iter_files`)."""
-        after: FileId | None = None
-        while True:
-            page = await self.list_files(limit=page_size, after=after)
-            files: list[FileObject] = page["data"]
-            for file in files:
-                yield file
-            if not page.get("has_more") or not files:
-                return
-            after = str(files[-1]["id"])
+        return base.apaginate(
+            lambda after: self.list_files(limit=page_size, after=after),
+            lambda item: str(item["id"]))
 
     async def get_file(self, file_id: FileId) -> FileObject:
         """One file object (:meth:`Client.get_file`)."""
@@ -172,17 +166,11 @@ class AsyncClient:
         return cast(JobList, await self._request("GET", "/v1/fine_tuning/jobs",
                                                  params=base.page(limit, after)))
 
-    async def iter_jobs(self, *, page_size: int = 100) -> AsyncGenerator[FineTuningJob, None]:
+    def iter_jobs(self, *, page_size: int = 100) -> AsyncGenerator[FineTuningJob, None]:
         """Every job of the account, newest first, page after page (:meth:`Client.iter_jobs`)."""
-        after: JobId | None = None
-        while True:
-            page = await self.list_jobs(limit=page_size, after=after)
-            jobs: list[FineTuningJob] = page["data"]
-            for job in jobs:
-                yield job
-            if not page.get("has_more") or not jobs:
-                return
-            after = str(jobs[-1]["id"])
+        return base.apaginate(
+            lambda after: self.list_jobs(limit=page_size, after=after),
+            lambda item: str(item["id"]))
 
     async def cancel_job(self, job_id: JobId) -> FineTuningJob:
         """Cancel a job (:meth:`Client.cancel_job`)."""
@@ -196,17 +184,11 @@ class AsyncClient:
         return cast(JobEventList, await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after)))
 
-    async def iter_events(self, job_id: JobId) -> AsyncGenerator[JobEvent, None]:
+    def iter_events(self, job_id: JobId) -> AsyncGenerator[JobEvent, None]:
         """All of a job's events, oldest first, page after page (:meth:`Client.iter_events`)."""
-        after: Seq | None = None
-        while True:
-            page = await self.list_events(job_id, after=after)
-            events: list[JobEvent] = page["data"]
-            for event in events:
-                yield event
-            if not page.get("has_more") or not events:
-                return
-            after = int(events[-1]["seq"])
+        return base.apaginate(
+            lambda after: self.list_events(job_id, after=after),
+            lambda item: int(item["seq"]))
 
     async def list_checkpoints(
         self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
@@ -215,20 +197,14 @@ class AsyncClient:
         return cast(CheckpointList, await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after)))
 
-    async def iter_checkpoints(
+    def iter_checkpoints(
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
     ) -> AsyncGenerator[Checkpoint, None]:
         """Every checkpoint of a job, newest first, page after page
         (:meth:`Client.iter_checkpoints`)."""
-        after: str | None = None
-        while True:
-            page = await self.list_checkpoints(job_id, after=after, limit=page_size)
-            checkpoints: list[Checkpoint] = page["data"]
-            for checkpoint in checkpoints:
-                yield checkpoint
-            if not page.get("has_more") or not checkpoints:
-                return
-            after = str(checkpoints[-1]["id"])
+        return base.apaginate(
+            lambda after: self.list_checkpoints(job_id, after=after, limit=page_size),
+            lambda item: str(item["id"]))
 
     async def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
@@ -237,17 +213,11 @@ class AsyncClient:
         return cast(LogPage, await self._request(
             "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after)))
 
-    async def iter_log(self, job_id: JobId) -> AsyncGenerator[TrainingLogLine, None]:
+    def iter_log(self, job_id: JobId) -> AsyncGenerator[TrainingLogLine, None]:
         """Every line of the training log so far, oldest first (:meth:`Client.iter_log`)."""
-        after: Seq | None = None
-        while True:
-            page = await self.read_log(job_id, after=after)
-            lines: list[TrainingLogLine] = page["data"]
-            for line in lines:
-                yield line
-            if not page.get("has_more") or not lines:
-                return
-            after = int(lines[-1]["n"])
+        return base.apaginate(
+            lambda after: self.read_log(job_id, after=after),
+            lambda item: int(item["n"]))
 
     async def watch(self, job_id: JobId, *, last_event_id: Seq | None = None,
                     ) -> AsyncGenerator[StreamItem, None]:

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Literal, Required, TypedDict, TypeVar
 
 import httpx
 from httpx_sse import ServerSentEvent
 
 from alallo._client_errors import ApiError, ClientError
+from alallo._client_types import Page
 from alallo._keys import read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq
@@ -296,3 +297,35 @@ def is_final(job: Mapping[str, Any]) -> bool:
         return JobStatus(job.get("status")).is_final
     except ValueError:
         return False
+
+
+_Item = TypeVar("_Item")
+
+
+def paginate(fetch: Callable[[Any], Page[_Item]],
+             cursor: Callable[[_Item], Any]) -> Iterator[_Item]:
+    """Every item of a list, page after page: ``fetch(after)`` gets one page (``after``
+    None for the first), ``cursor(item)`` is what the next page starts after; it stops
+    at a page with ``has_more`` false (or empty)."""
+    after = None
+    while True:
+        page = fetch(after)
+        items = page["data"]
+        yield from items
+        if not page.get("has_more") or not items:
+            return
+        after = cursor(items[-1])
+
+
+async def apaginate(fetch: Callable[[Any], Awaitable[Page[_Item]]],
+                    cursor: Callable[[_Item], Any]) -> AsyncGenerator[_Item, None]:
+    """:func:`paginate` for an async ``fetch``."""
+    after = None
+    while True:
+        page = await fetch(after)
+        items = page["data"]
+        for item in items:
+            yield item
+        if not page.get("has_more") or not items:
+            return
+        after = cursor(items[-1])

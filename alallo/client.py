@@ -162,14 +162,9 @@ class Client:
 
     def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[FileObject]:
         """Every file of the account, newest first, fetching page after page."""
-        after: FileId | None = None
-        while True:
-            page = self.list_files(limit=page_size, after=after)
-            files: list[FileObject] = page["data"]
-            yield from files
-            if not page.get("has_more") or not files:
-                return
-            after = str(files[-1]["id"])
+        return base.paginate(
+            lambda after: self.list_files(limit=page_size, after=after),
+            lambda item: str(item["id"]))
 
     def get_file(self, file_id: FileId) -> FileObject:
         """One file object. Raises :class:`ApiError` 404 if the account has no such file."""
@@ -238,14 +233,9 @@ class Client:
 
     def iter_jobs(self, *, page_size: int = 100) -> Iterator[FineTuningJob]:
         """Every job of the account, newest first, fetching page after page."""
-        after: JobId | None = None
-        while True:
-            page = self.list_jobs(limit=page_size, after=after)
-            jobs: list[FineTuningJob] = page["data"]
-            yield from jobs
-            if not page.get("has_more") or not jobs:
-                return
-            after = str(jobs[-1]["id"])
+        return base.paginate(
+            lambda after: self.list_jobs(limit=page_size, after=after),
+            lambda item: str(item["id"]))
 
     def cancel_job(self, job_id: JobId) -> FineTuningJob:
         """Cancel a job; returns it ``cancelling`` (or already ``cancelled``).
@@ -265,14 +255,9 @@ class Client:
 
     def iter_events(self, job_id: JobId) -> Iterator[JobEvent]:
         """All of a job's events, oldest first, fetching page after page."""
-        after: Seq | None = None
-        while True:
-            page = self.list_events(job_id, after=after)
-            events: list[JobEvent] = page["data"]
-            yield from events
-            if not page.get("has_more") or not events:
-                return
-            after = int(events[-1]["seq"])
+        return base.paginate(
+            lambda after: self.list_events(job_id, after=after),
+            lambda item: int(item["seq"]))
 
     def list_checkpoints(
         self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
@@ -292,14 +277,9 @@ class Client:
         self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
     ) -> Iterator[Checkpoint]:
         """Every checkpoint a job saved, newest first, fetching page after page."""
-        after: str | None = None
-        while True:
-            page = self.list_checkpoints(job_id, after=after, limit=page_size)
-            checkpoints: list[Checkpoint] = page["data"]
-            yield from checkpoints
-            if not page.get("has_more") or not checkpoints:
-                return
-            after = str(checkpoints[-1]["id"])
+        return base.paginate(
+            lambda after: self.list_checkpoints(job_id, after=after, limit=page_size),
+            lambda item: str(item["id"]))
 
     def read_log(
         self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
@@ -316,14 +296,9 @@ class Client:
 
     def iter_log(self, job_id: JobId) -> Iterator[TrainingLogLine]:
         """Every line of the training log so far, oldest first."""
-        after: Seq | None = None
-        while True:
-            page = self.read_log(job_id, after=after)
-            lines: list[TrainingLogLine] = page["data"]
-            yield from lines
-            if not page.get("has_more") or not lines:
-                return
-            after = int(lines[-1]["n"])
+        return base.paginate(
+            lambda after: self.read_log(job_id, after=after),
+            lambda item: int(item["n"]))
 
     def watch(self, job_id: JobId, *, last_event_id: Seq | None = None) -> Iterator[StreamItem]:
         """Follow a job live, reconnecting by itself: every change of the job, event and log line.

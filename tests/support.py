@@ -185,11 +185,23 @@ async def upload(client: httpx.AsyncClient, path: Path | None = None, *,
                              data={"purpose": "fine-tune"})
 
 
+Item = tuple[str, int, dict[str, Any]]
+"""One item of a job's stream: ``(event, id, data)``."""
+
+
 async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: int | None = None,
-                      stop_after: int | None = None) -> list[tuple[str, int, dict[str, Any]]]:
+                      stop_after: int | None = None) -> list[Item]:
     """Read a job's SSE stream: ``(event, id, data)`` per item, to the end or ``stop_after`` items."""
+    items: list[Item] = []
+    await follow_stream(client, job_id, items, last_event_id=last_event_id, stop_after=stop_after)
+    return items
+
+
+async def follow_stream(client: httpx.AsyncClient, job_id: str, items: list[Item], *,
+                        last_event_id: int | None = None, stop_after: int | None = None) -> None:
+    """Append a job's SSE items to ``items`` as they come (what was read stays there if the
+    stream breaks), to the end or ``stop_after`` items."""
     headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
-    items: list[tuple[str, int, dict[str, Any]]] = []
     async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
                             headers=headers, timeout=httpx.Timeout(120)) as source:
         assert source.response.status_code == 200
@@ -203,7 +215,6 @@ async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: 
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
                 if stop_after is not None and len(items) >= stop_after:
                     break
-    return items
 
 
 def statuses(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:

@@ -28,14 +28,13 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from support import (EXAMPLES, LiveServer, drop_databases, new_database_url, read_stream,
-                     start_server, stop_server, upload)
+from support import (EXAMPLES, Item, LiveServer, drop_databases, follow_stream, new_database_url,
+                     read_stream, start_server, stop_server, upload)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
 """A simulated step of 0.1 s then costs $0.10."""
 STEP_PRICE = PRICE_PER_HOUR * STEP_S / 3600
-Item = tuple[str, int, dict[str, Any]]
 
 
 @pytest.fixture
@@ -102,19 +101,6 @@ async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> None:
-    """Read the job's SSE stream into ``items`` to its end."""
-    async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
-                            timeout=httpx.Timeout(120)) as source:
-        async with contextlib.aclosing(source.aiter_sse()) as events:
-            async for sse in events:
-                if sse.event == "done":
-                    return
-                if not sse.data:  # a keep-alive comment (httpx-sse yields it after an id)
-                    continue
-                items.append((sse.event, int(sse.id), json.loads(sse.data)))
-
-
 async def follow_account(client: httpx.AsyncClient, job_id: str, steps: list[int],
                          enough: int) -> None:
     """Read the account stream until job ``job_id`` has been seen at step ``enough``."""
@@ -147,7 +133,7 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
         queued = await submit(on_a, file["id"], 5)
         doomed = await submit(on_a, file["id"], 5)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow, on_b, first["id"], seen)
+            nursery.start_soon(follow_stream, on_b, first["id"], seen)
             nursery.start_soon(follow_account, on_b, first["id"], account_steps, 10)
             with trio.fail_after(60):
                 while (job := await job_of(on_b, first["id"]))["progress"]["step"] < 14:

@@ -30,16 +30,15 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from httpx_sse import aconnect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
+from support import (EXAMPLES, Item, LiveServer, follow_stream, read_stream, start_server,
+                     stop_server, upload)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
 """A simulated step of 0.1 s then costs $0.10."""
 STEP_PRICE = PRICE_PER_HOUR * STEP_S / 3600
-Item = tuple[str, int, dict[str, Any]]
 
 
 class Servers:
@@ -178,15 +177,7 @@ async def settled(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
 async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> None:
     """Read the job's SSE stream into ``items`` until the server goes away."""
     with contextlib.suppress(httpx.TransportError):
-        async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
-                                timeout=httpx.Timeout(120)) as source:
-            async with contextlib.aclosing(source.aiter_sse()) as events:
-                async for sse in events:
-                    if sse.event == "done":
-                        return
-                    if not sse.data:  # a keep-alive comment (httpx-sse yields it after an id)
-                        continue
-                    items.append((sse.event, int(sse.id), json.loads(sse.data)))
+        await follow_stream(client, job_id, items)
 
 
 async def all_events(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
