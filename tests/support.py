@@ -185,6 +185,13 @@ async def upload(client: httpx.AsyncClient, path: Path | None = None, *,
                              data={"purpose": "fine-tune"})
 
 
+async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    """The job object, as ``GET /v1/fine_tuning/jobs/{id}`` answers it (asserting 200)."""
+    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
 Item = tuple[str, int, dict[str, Any]]
 """One item of a job's stream: ``(event, id, data)``."""
 

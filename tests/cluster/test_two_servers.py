@@ -28,8 +28,8 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
-from support import (EXAMPLES, Item, LiveServer, drop_databases, follow_stream, new_database_url,
-                     read_stream, start_server, stop_server, upload)
+from support import (EXAMPLES, Item, LiveServer, drop_databases, follow_stream, job_of,
+                     new_database_url, read_stream, start_server, stop_server, upload)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
@@ -91,12 +91,6 @@ async def submit(client: httpx.AsyncClient, file_id: str, steps: int) -> dict[st
         "model": "alallo/tiny-gpt2", "training_file": file_id,
         "hyperparameters": {"max_steps": steps},
         "trainer": {"type": "simulated", "step_delay_s": STEP_S}})
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
-async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}")
     assert response.status_code == 200, response.text
     return dict(response.json())
 

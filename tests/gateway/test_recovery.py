@@ -32,8 +32,8 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import (EXAMPLES, Item, LiveServer, follow_stream, read_stream, start_server,
-                     stop_server, upload)
+from support import (EXAMPLES, Item, LiveServer, follow_stream, job_of, read_stream,
+                     start_server, stop_server, upload)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
@@ -144,12 +144,6 @@ async def submit(client: httpx.AsyncClient, **spec: Any) -> dict[str, Any]:
     body = {"model": "alallo/tiny-gpt2", "training_file": file["id"],
             "trainer": {"type": "simulated", "step_delay_s": STEP_S}, **spec}
     response = await client.post("/v1/fine_tuning/jobs", json=body)
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
-async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}")
     assert response.status_code == 200, response.text
     return dict(response.json())
 
