@@ -47,9 +47,12 @@ if TYPE_CHECKING:
     from ._client_types import PriceRange as PriceRange
     from ._client_types import Progress as Progress
     from ._client_types import TimeRange as TimeRange
+    from ._client_types import Trainer as Trainer
+    from ._client_types import TrainerList as TrainerList
     from ._client_types import TrainingLogLine as TrainingLogLine
     from ._errors import AlalloError as AlalloError
     from ._errors import Conflict as Conflict
+    from ._errors import Forbidden as Forbidden
     from ._errors import InvalidFile as InvalidFile
     from ._errors import InvalidRequest as InvalidRequest
     from ._errors import InvalidTransition as InvalidTransition
@@ -88,6 +91,7 @@ _ORIGINS = {
     "FileList": "._client_types",
     "FileObject": "._client_types",
     "FineTuningJob": "._client_types",
+    "Forbidden": "._errors",
     "Health": "._client_types",
     "InvalidFile": "._errors",
     "InvalidRequest": "._errors",
@@ -114,6 +118,8 @@ _ORIGINS = {
     "Runtime": "._runtime",
     "Settings": ".settings",
     "TimeRange": "._client_types",
+    "Trainer": "._client_types",
+    "TrainerList": "._client_types",
     "TrainingLogLine": "._client_types",
     "Unauthorized": "._errors",
 }
@@ -138,6 +144,7 @@ __all__ = [
     "FileList",
     "FileObject",
     "FineTuningJob",
+    "Forbidden",
     "Health",
     "InvalidFile",
     "InvalidRequest",
@@ -165,6 +172,8 @@ __all__ = [
     "Runtime",
     "Settings",
     "TimeRange",
+    "Trainer",
+    "TrainerList",
     "TrainingLogLine",
     "Unauthorized",
 ]

@@ -19,7 +19,7 @@ from alallo._client_errors import ClientError
 from alallo._client_types import (
     Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
     FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
-    TrainingLogLine,
+    TrainerList, TrainingLogLine,
 )
 from alallo._types import FileId, JobId, Seq
 
@@ -135,6 +135,10 @@ class AsyncClient:
     async def list_models(self) -> ModelList:
         """The model catalogue (:meth:`Client.list_models`)."""
         return cast(ModelList, await self._request("GET", "/v1/models"))
+
+    async def list_trainers(self) -> TrainerList:
+        """The trainers a job may name (:meth:`Client.list_trainers`)."""
+        return cast(TrainerList, await self._request("GET", "/v1/trainers"))
 
     async def capacity(self) -> Capacity:
         """The capacity pool (:meth:`Client.capacity`)."""

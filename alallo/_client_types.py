@@ -48,6 +48,8 @@ __all__ = [
     "PriceRange",
     "Progress",
     "TimeRange",
+    "Trainer",
+    "TrainerList",
     "TrainingLogLine",
 ]
 
@@ -130,6 +132,20 @@ class Model(TypedDict):
 
 class ModelList(Page[Model]):
     """The catalogue (``list_models``)."""
+
+
+class Trainer(TypedDict):
+    """A trainer a job may name (``list_trainers``): built in, or registered by the operator."""
+
+    object: Literal["trainer"]
+    name: str
+    """What ``create_job(trainer=...)`` takes, e.g. ``trl`` or ``my-sft``."""
+    description: str
+    built_in: bool
+
+
+class TrainerList(Page[Trainer]):
+    """The trainers of the server (``list_trainers``), built-in ones first."""
 
 
 class CapacityNode(TypedDict):

@@ -33,7 +33,8 @@ import sqlalchemy as sa
 import structlog
 import trio
 
-from ._store import LIVE_STATUSES, Store, jobs, nodes
+from ._store import Store
+from ._store_schema import LIVE_STATUSES, jobs, nodes
 
 __all__ = ["ADOPTED_CAUSE", "Claim", "Cluster"]
 

@@ -8,6 +8,7 @@
     ├── NotFound            no such file, job or model in this account (404)
     ├── Conflict            the request clashes with the current state (409)
     │   └── InvalidTransition   e.g. cancelling a job that has finished
+    ├── Forbidden           the key is valid but its account may not do this (403)
     └── Unauthorized        no or unknown API key (401)
 
 Each carries a machine-readable ``code`` and, where one field is at fault,
@@ -63,3 +64,9 @@ class Unauthorized(AlalloError):
     """No API key, or one that belongs to no account."""
 
     code = "unauthorized"
+
+
+class Forbidden(AlalloError):
+    """The key is valid, but its account may not do this (e.g. run a command of its own)."""
+
+    code = "forbidden"

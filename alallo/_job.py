@@ -238,10 +238,11 @@ class Job(BaseModel):
 
 
 def _trainer_name(spec: JobSpec) -> str:
+    """``"trl"``, ``"simulated"``, a registered trainer's name, or ``"command"``."""
     trainer = spec.trainer
     if isinstance(trainer, str):
         return trainer
-    return getattr(trainer, "type", "command")
+    return str(getattr(trainer, "name", None) or getattr(trainer, "type", "command"))
 
 
 class Event(BaseModel):

@@ -31,14 +31,16 @@ from ._billing import billing_limit_detail
 from ._bus import Item
 from ._errors import InvalidRequest
 from ._job import Event, Job, LogLine
+from ._launch import (command_refusal, trainer_command, trainer_config, trainer_env,
+                      users_own_command)
 from ._money import format_money
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
 from ._scheduler import Acquire, Grant, Release
-from ._spec import CommandTrainer, SimulatedTrainer
 from ._store import LeaseLost
 from ._status import EventType, JobStatus
+from ._trainer_env import hand_over
 from ._trainer_process import TrainerProcess
-from .trainers import Checkpoint, Error, Log, TrainerConfig, WandbConfig, parse_line
+from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:
     from ._billing import LedgerEntry
@@ -358,38 +360,57 @@ class JobActor(Actor[JobMessage]):
     async def _launch(self, job: Job, grant: Grant,
                       cause: str | None) -> TrainerProcess | None:
         """Start the trainer on the granted placement and run it to its end (None: it
-        could not start, reported as a platform error)."""
+        could not start; the reason goes to the job as an error line)."""
+        rt = self._rt
+        refusal = command_refusal(job.spec.trainer,
+                                  allow_commands=await rt.may_run_commands(job.account_id))
+        if refusal is not None:  # the account lost the right since it created the job
+            await self._line(Error(kind="user", message=refusal).model_dump_json())
+            return None
         try:  # maybe uploaded through another process: fetched here from storage_url
-            training_file = await self._rt.file_path(job.spec.training_file)
+            training_file = await rt.file_path(job.spec.training_file)
         except OSError as exc:
             await self._line(Error(kind="platform", message=(
                 f"cannot read the training file: {exc}")).model_dump_json())
             return None
-        workdir = self._rt.settings.jobs_dir.resolve() / job.id
+        workdir = rt.settings.jobs_dir.resolve() / job.id
         attempt_dir = workdir / f"attempt-{job.attempt + 1}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         resume_from = None
         if job.checkpoint is not None:  # maybe saved by another process: fetch it here
-            resume_from = await self._rt.checkpoint_storage.fetch(
+            resume_from = await rt.checkpoint_storage.fetch(
                 job.id, job.checkpoint.path, workdir / "checkpoints")
-        payload = self._config(job, workdir, grant, resume_from,
-                               training_file).model_dump_json(indent=2)
+        config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
+                                workdir=workdir, resume_from=resume_from,
+                                training_file=training_file,
+                                data_format=rt.file_format(job.spec.training_file))
+        payload = config.model_dump_json(indent=2)
         config_path = attempt_dir / "config.json"
         config_path.write_text(payload)
+        hand_over(workdir, rt.trainer_user)
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
         resume = job.checkpoint.step if job.checkpoint else None
+        try:
+            command = trainer_command(job, grant, config_path, python=rt.settings.python,
+                                      registry=rt.trainers)
+        except InvalidRequest as exc:  # the operator has removed the trainer it names
+            await self._line(Error(kind="user", message=exc.message).model_dump_json())
+            return None
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
         process = TrainerProcess(
-            self._command(config_path, grant), cwd=attempt_dir,
-            output_log=attempt_dir / "trainer-output.log",
-            grace_s=self._rt.settings.cancel_grace_s, warm=self._rt.settings.warm_trainers,
+            command, cwd=attempt_dir, output_log=attempt_dir / "trainer-output.log",
+            grace_s=rt.settings.cancel_grace_s, warm=rt.settings.warm_trainers,
+            env=trainer_env(attempt_dir, rt.trainer_user), shared_env=rt.settings.trainer_env,
+            user=rt.trainer_user,
         )
         async with trio.open_nursery() as run:
             run.start_soon(self._watch_limits, job.ran_s)
             try:
                 await process.run(self._line)
             except OSError as exc:  # the command is missing or not executable
-                await self._line(Error(kind="user", message=(
+                kind: Literal["user", "platform"] = (
+                    "user" if users_own_command(job) else "platform")
+                await self._line(Error(kind=kind, message=(
                     f"cannot start the trainer: {exc}")).model_dump_json())
             run.cancel_scope.cancel()
         return process
@@ -417,58 +438,3 @@ class JobActor(Actor[JobMessage]):
 
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))
-
-    def _config(self, job: Job, workdir: Path, grant: Grant,
-                resume_from: str | None, training_file: str) -> TrainerConfig:
-        settings = self._rt.settings
-        spec = job.spec
-        hp = job.resolved_hyperparameters()
-        trainer = spec.trainer
-        model = self._rt.catalogue.resolve(spec.model)
-        model_dir = model.local_path or settings.models_dir.resolve() / spec.model.replace("/", "--")
-        wandb = None
-        if spec.integrations:
-            w = spec.integrations[0].wandb
-            wandb = WandbConfig(project=w.project, api_key=w.api_key, name=w.name or job.id,
-                                entity=w.entity, mode=settings.wandb_mode,
-                                base_url=settings.wandb_base_url, dir=str(workdir / "wandb"))
-        simulated = trainer if isinstance(trainer, SimulatedTrainer) else None
-        if simulated is None and grant.placement.simulated:
-            # Simulated nodes run the simulated trainer at the plan's pace (time-scaled).
-            simulated = SimulatedTrainer(
-                step_delay_s=grant.plan.step_time_s / settings.simulation_time_scale)
-        return TrainerConfig(
-            job_id=job.id,
-            model=str(model_dir),
-            model_name=spec.model,
-            training_file=training_file,
-            data_format=self._rt.file_format(spec.training_file),
-            output_dir=str(workdir / "model"),
-            checkpoint_dir=str(workdir / "checkpoints"),
-            resume_from=resume_from,
-            adapter=spec.adapter,
-            precision=spec.precision,
-            max_steps=job.max_steps,
-            n_epochs=hp["n_epochs"],
-            batch_size=hp["batch_size"],
-            learning_rate=hp["learning_rate"],
-            lora_rank=hp["lora_rank"] or 8,
-            seed=spec.seed or 0,
-            step_delay_s=simulated.step_delay_s if simulated else 0.0,
-            fail_at_step=simulated.fail_at_step if simulated else None,
-            memory_gb=grant.plan.memory_gb if simulated and grant.placement.simulated else None,
-            memory_surprise=(simulated.memory_surprise
-                             if simulated and job.memory_factor == 1.0 else 1.0),
-            step_noise=simulated.step_noise if simulated else 0.0,
-            slow_step_every=simulated.slow_step_every if simulated else None,
-            slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
-            wandb=wandb,
-        )
-
-    def _command(self, config_path: Path, grant: Grant) -> list[str]:
-        trainer = self.job.spec.trainer
-        if isinstance(trainer, CommandTrainer) and not grant.placement.simulated:
-            return [*trainer.command, str(config_path)]
-        simulated = isinstance(trainer, SimulatedTrainer) or grant.placement.simulated
-        module = "simulated" if simulated else "trl"
-        return [self._rt.settings.python, "-m", f"alallo.trainers.{module}", str(config_path)]

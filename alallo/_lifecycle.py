@@ -23,6 +23,7 @@ from ._money import format_money
 from ._capacity import DEVICE_TYPES
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Plan, Progress, SavedCheckpoint
+from ._spec import CommandTrainer
 from ._status import EventLevel, EventType, JobStatus, Message
 from .trainers import Checkpoint, Done, Error, Integration, Stage
 from .trainers import Progress as TrainerProgress
@@ -429,11 +430,13 @@ def _exited(draft: _Draft, returncode: int | None, max_restarts: int) -> None:
         draft.charge(job.progress.max_steps)
         draft.event(EventType.JOB_COMPLETE, f"Job finished at {_clock(now)}", job.final_hash)
         return
-    if error is not None and error[0] == "user":
-        text = Message.training_failed(error[1])
-        _fail(draft, text, "training_failed", EventType.JOB_USER_ERROR)
-        return
     reason = error[1] if error else _exit_reason(returncode, job)
+    if (error is not None and error[0] == "user") or isinstance(job.spec.trainer, CommandTrainer):
+        # The account's own command failing is the user's failure, never the platform's:
+        # no restart, no operator notice; its last words say why.
+        said = error[1] if error else job.last_log_line or reason
+        _fail(draft, Message.training_failed(said), "training_failed", EventType.JOB_USER_ERROR)
+        return
     if job.restarts < max_restarts:
         draft.set(restarts=job.restarts + 1, restart_cause=reason, trainer_error=None)
         return

@@ -26,7 +26,7 @@ import structlog
 import trio
 
 from ._bus import EventBus
-from ._store import NOTIFY_CHANNEL
+from ._store_schema import NOTIFY_CHANNEL
 
 __all__ = ["RECONNECT_S", "listen"]
 

@@ -37,7 +37,7 @@ from actors import SupervisorStatistics
 from . import _lifecycle as lifecycle
 from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
-from ._errors import Conflict, InvalidRequest, NotFound, Unauthorized
+from ._errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 from ._capacity import Pool
 from ._checkpoint_storage import CheckpointStorage
 from ._file_storage import FileStorage
@@ -55,8 +55,12 @@ from ._operator import notify_platform_failure
 from ._job_cache import LiveJobs
 from ._key_cache import KeyCache
 from ._keys import hash_key, new_key, read_key_file, write_key_file
-from ._spec import JobSpec
+from ._launch import COMMANDS_NOT_ALLOWED
+from ._spec import CommandTrainer, JobSpec, NamedTrainer
 from ._store import FileRow, Store, StoreUnavailable
+from ._tolerant import read_item
+from ._trainer_env import trainer_user
+from ._trainer_registry import TrainerInfo, TrainerRegistry
 from .settings import Settings
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
@@ -99,6 +103,10 @@ class Runtime:
         self.bus = EventBus()
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
+        self.trainers = TrainerRegistry(self.settings.trainers)
+        """The trainers a job may name (:mod:`alallo._trainer_registry`)."""
+        self.trainer_user = trainer_user(self.settings.trainer_user)
+        """The user trainers run as, when this server runs as root (None: its own)."""
         self.checkpoint_storage = CheckpointStorage(self.settings.shared_storage_url)
         self.file_storage = FileStorage(self.settings.shared_storage_url,
                                         self.settings.files_dir)
@@ -287,7 +295,8 @@ class Runtime:
     async def _ensure_local_account(self) -> None:
         now = int(time.time())
         await self.store.ensure_account(LOCAL_ACCOUNT, "local", self.settings.default_balance, now,
-                                        billing_limit=self.settings.default_billing_limit)
+                                        billing_limit=self.settings.default_billing_limit,
+                                        allow_commands=True)
         key_file = self.settings.data_dir / "api-key"
         configured = self.settings.api_key.get_secret_value() if self.settings.api_key else None
         key = configured or read_key_file(key_file)
@@ -420,6 +429,28 @@ class Runtime:
         """The format of a known file (for the job actor)."""
         return self._files[file_id].format
 
+    async def may_run_commands(self, account_id: str) -> bool:
+        """Whether the account may send a command of its own as a trainer: the local
+        account, and those the operator allowed (``alallo accounts create --allow-commands``)."""
+        return await self.store.allows_commands(account_id)
+
+    def list_trainers(self) -> list[TrainerInfo]:
+        """The trainers a job may name here (``GET /v1/trainers``), built-in ones first."""
+        return self.trainers.listed()
+
+    async def _check_trainer(self, account_id: str, spec: JobSpec) -> None:
+        """Refuse a trainer the account may not use, before anything is stored or run.
+
+        Raises:
+            Forbidden: the account sent a command and may not (``param="trainer.command"``).
+            InvalidRequest: no trainer of the given name here (``param="trainer.name"``).
+        """
+        if isinstance(spec.trainer, NamedTrainer):
+            self.trainers.command(spec.trainer.name)
+        elif isinstance(spec.trainer, CommandTrainer) and not await self.may_run_commands(
+                account_id):
+            raise Forbidden(COMMANDS_NOT_ALLOWED, param="trainer.command")
+
     # -- models --------------------------------------------------------------
 
     def list_models(self) -> list[CatalogueModel]:
@@ -446,8 +477,11 @@ class Runtime:
 
         Raises:
             pydantic.ValidationError: the spec is malformed.
-            InvalidRequest: an unknown model, training file, or absurd setting.
+            InvalidRequest: an unknown model, training file, trainer, or absurd setting.
+            Forbidden: a command of its own from an account that may not send one.
         """
+        spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
+        await self._check_trainer(account_id, spec)
         spec, options, max_steps = await self._plan(account_id, spec)
         plan = options.pick(spec.goal) if options.options else _NO_PLAN
         estimate = estimate_time(plan, wait_s=await self._wait_s(plan) if options.options else 0)
@@ -482,6 +516,8 @@ class Runtime:
         Raises:
             pydantic.ValidationError, InvalidRequest: as :meth:`create_job`.
         """
+        spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
+        await self._check_trainer(account_id, spec)
         spec, options, _ = await self._plan(account_id, spec)
         balance, billing_limit = await self.store.balance(account_id)
         if not options.options:
@@ -673,7 +709,8 @@ class Runtime:
         """A job's events, oldest first, with ``seq > after``; and whether more follow."""
         await self.get_job(account_id, job_id)
         rows = await self.store.items_after(job_id, after, kinds=("event",), limit=limit + 1)
-        events = [Event.model_validate(data) for _, _, data in rows[:limit]]
+        events = [event for _, _, data in rows[:limit]
+                  if (event := read_item(Event, data, job_id=job_id)) is not None]
         return events, len(rows) > limit
 
     async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
@@ -684,7 +721,8 @@ class Runtime:
         rows = await self.store.items_after(job_id, after, kinds=("log",),
                                             attempt=attempt or max(job.attempt, 1),
                                             limit=limit + 1)
-        lines = [LogLine.model_validate(data) for _, _, data in rows[:limit]]
+        lines = [line for _, _, data in rows[:limit]
+                 if (line := read_item(LogLine, data, job_id=job_id)) is not None]
         return lines, len(rows) > limit
 
     async def stream(self, account_id: str, job_id: str, *, after: int = 0,
@@ -720,8 +758,9 @@ class Runtime:
         while True:
             with self.bus.subscribe(job_id=job_id) as subscription:
                 job = await self.get_job(account_id, job_id)
-                backlog = [Item(job_id, kind, seq, _public_item(job_id, kind, data))
-                           for kind, seq, data in await self.store.items_after(job_id, cursor)]
+                backlog = [Item(job_id, kind, seq, public)
+                           for kind, seq, data in await self.store.items_after(job_id, cursor)
+                           if (public := _public_item(job_id, kind, data)) is not None]
                 if job.state_seq > cursor:
                     backlog.append(Item(job_id, "job", job.state_seq, job.public(now=time.time())))
                 backlog.sort(key=lambda item: item.seq)
@@ -790,7 +829,9 @@ _NO_PLAN = Plan(device_type="none", devices=0, memory_gb=0, price_per_hour=0, st
 _FINAL = frozenset({"succeeded", "failed", "cancelled"})
 
 
-def _public_item(job_id: str, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+def _public_item(job_id: str, kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "event":
-        return Event.model_validate(data).public(job_id)
-    return LogLine.model_validate(data).public()
+        event = read_item(Event, data, job_id=job_id)
+        return event.public(job_id) if event is not None else None
+    line = read_item(LogLine, data, job_id=job_id)
+    return line.public() if line is not None else None

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -25,6 +26,7 @@ __all__ = [
     "CommandTrainer",
     "Hyperparameters",
     "JobSpec",
+    "NamedTrainer",
     "SimulatedTrainer",
     "WandbIntegration",
 ]
@@ -91,11 +93,28 @@ class SimulatedTrainer(BaseModel):
 
 
 class CommandTrainer(BaseModel):
-    """Any command that speaks the trainer protocol (``docs/trainer-protocol.md``)."""
+    """A command of the account's own that speaks the trainer protocol
+    (``docs/trainer-protocol.md``).
+
+    Only accounts the operator allows may send one (``Forbidden`` otherwise,
+    checked by the runtime): an account never chooses an executable on the server.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     command: list[str] = Field(min_length=1)
+
+
+class NamedTrainer(BaseModel):
+    """A trainer the operator registered, by name (``GET /v1/trainers``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+TrainerChoice = Literal["trl"] | SimulatedTrainer | CommandTrainer | NamedTrainer
+"""What ``JobSpec.trainer`` holds once validated."""
 
 
 WANDB_KEY_LENGTH = 40
@@ -107,8 +126,8 @@ class WandbSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str = Field(min_length=1)
-    api_key: str = ""
-    """The W&B API key: 40 characters (checked here, as W&B checks it)."""
+    api_key: str
+    """The W&B API key: 40 characters (checked here, as W&B checks it); required."""
     name: str | None = None
     entity: str | None = None
 
@@ -150,7 +169,7 @@ class JobSpec(BaseModel):
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
     integrations: list[WandbIntegration] = Field(default_factory=list)
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    trainer: Literal["trl", "simulated"] | SimulatedTrainer | CommandTrainer = "trl"
+    trainer: TrainerChoice = "trl"
     metadata: dict[str, str] | None = None
 
     @model_validator(mode="before")
@@ -183,7 +202,34 @@ class JobSpec(BaseModel):
 
     @field_validator("trainer", mode="before")
     @classmethod
-    def _trainer_name(cls, value: Any) -> Any:
-        if value == "simulated":
+    def _trainer_choice(cls, value: Any) -> Any:
+        """``"trl"``, ``"simulated"`` or a registered name as a string, or one of the
+        objects: ``{"type": "simulated", ...}``, ``{"name": ...}``, ``{"command": [...]}``.
+
+        One kind is picked by its keys and validated alone, so an error names the
+        field of that kind (``trainer: command: ...``), not every kind it is not.
+        """
+        if isinstance(value, str):
+            value = {"name": value}
+        if isinstance(value, BaseModel):
+            return value
+        if not isinstance(value, dict):
+            raise PydanticCustomError(
+                "invalid_trainer", "give a trainer's name (GET /v1/trainers) or an object")
+        if "name" in value and "command" in value:
+            raise PydanticCustomError(
+                "invalid_trainer", "give a registered trainer's name or a command, not both")
+        if set(value) == {"name"} and value["name"] == "trl":
+            return "trl"
+        if set(value) == {"name"} and value["name"] == "simulated":
             return SimulatedTrainer()
-        return value
+        kind: type[BaseModel] = (CommandTrainer if "command" in value
+                                 else NamedTrainer if "name" in value else SimulatedTrainer)
+        try:
+            return kind.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise PydanticCustomError(
+                "invalid_trainer", "{where}: {reason}",
+                {"where": where or kind.__name__, "reason": first["msg"]}) from None

@@ -25,108 +25,19 @@ import sqlalchemy as sa
 import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ._errors import AlalloError, NotFound
+from ._errors import AlalloError
 from ._group_commit import GroupCommit
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
+from ._store_accounts import AccountRows
+from ._tolerant import UnreadableRow, read_job
+from ._store_schema import (LIVE_STATUSES, NOTIFY_CHANNEL, accounts, files,
+                            job_feed, job_items, jobs, ledger)
 
 __all__ = ["FileRow", "LeaseLost", "Store", "StoreUnavailable"]
 
 T = TypeVar("T")
 
-metadata = sa.MetaData()
-accounts = sa.Table(
-    "accounts", metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(200), nullable=False),
-    sa.Column("balance", sa.Float, nullable=False),
-    sa.Column("billing_limit", sa.Float, nullable=False, server_default="0"),
-    sa.Column("created_at", sa.Integer, nullable=False),
-)
-api_keys = sa.Table(
-    "api_keys", metadata,
-    sa.Column("key_hash", sa.String(64), primary_key=True),
-    sa.Column("account_id", sa.String(64), sa.ForeignKey("accounts.id"), nullable=False),
-    sa.Column("created_at", sa.Integer, nullable=False),
-    # The key's first characters (``alallo._keys.key_id``), to name it in lists and
-    # revoke it without the whole key; None for keys registered before they were kept.
-    sa.Column("prefix", sa.String(32), nullable=True, index=True),
-    sa.Column("revoked_at", sa.Integer, nullable=True),
-)
-files = sa.Table(
-    "files", metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("account_id", sa.String(64), nullable=False, index=True),
-    sa.Column("filename", sa.String(500), nullable=False),
-    sa.Column("bytes", sa.Integer, nullable=False),
-    sa.Column("purpose", sa.String(32), nullable=False),
-    sa.Column("created_at", sa.Integer, nullable=False),
-    sa.Column("line_count", sa.Integer, nullable=False),
-    sa.Column("format", sa.String(32), nullable=False),
-    sa.Column("sha256", sa.String(64), nullable=False),
-    sa.Column("path", sa.String(1000), nullable=False),
-)
-jobs = sa.Table(
-    "jobs", metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("account_id", sa.String(64), nullable=False, index=True),
-    sa.Column("created_at", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(32), nullable=False, index=True),
-    sa.Column("training_file", sa.String(64), nullable=False, index=True),
-    sa.Column("seq", sa.Integer, nullable=False),
-    sa.Column("state", sa.Text, nullable=False),
-    # The order of creation (``created_at`` has whole seconds, ids are random):
-    # an identity on PostgreSQL, the next after the largest on SQLite.
-    sa.Column("number", sa.BigInteger, sa.Identity(), nullable=False, index=True, unique=True),
-    # The job's lease (alallo._cluster): the node that runs its actor, and the
-    # fencing token that node writes with; a cancel asked through another node.
-    sa.Column("owner", sa.String(64), nullable=True, index=True),
-    sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
-    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
-)
-nodes = sa.Table(
-    # One row per alallo process (alallo._cluster): times are the database's clock, in s.
-    "nodes", metadata,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("host", sa.String(255), nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("address", sa.String(255), nullable=True),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Column("heartbeat_at", sa.Float, nullable=False),
-)
-job_items = sa.Table(
-    "job_items", metadata,
-    sa.Column("job_id", sa.String(64), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("kind", sa.String(8), nullable=False),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("data", sa.Text, nullable=False),
-)
-
-ledger = sa.Table(
-    "ledger", metadata,
-    sa.Column("job_id", sa.String(64), primary_key=True),
-    sa.Column("kind", sa.String(8), primary_key=True),
-    sa.Column("first_step", sa.Integer, primary_key=True),
-    sa.Column("last_step", sa.Integer, nullable=False),
-    sa.Column("account_id", sa.String(64), nullable=False, index=True),
-    sa.Column("amount", sa.Float, nullable=False),
-    sa.Column("created_at", sa.Integer, nullable=False),
-)
-
-job_feed = sa.Table(
-    # One row per job: where its latest state stands in its account's feed
-    # (the account stream, ``GET /v1/fine_tuning/stream``). ``position`` is the
-    # account's change counter; a job's row moves to the end at every state change.
-    "job_feed", metadata,
-    sa.Column("job_id", sa.String(64), primary_key=True),
-    sa.Column("account_id", sa.String(64), nullable=False),
-    sa.Column("position", sa.Integer, nullable=False),
-    sa.Column("state_seq", sa.Integer, nullable=False),
-    sa.Index("job_feed_account_position", "account_id", "position", unique=True),
-)
-
-LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
 # The statements of the hot path (every trainer line is a save_job), built once:
 # building a Core statement costs several times what running it does.
 _JOB_STATE = sa.select(jobs.c.state).where(jobs.c.id == sa.bindparam("job_id"))
@@ -160,8 +71,6 @@ _ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account
 _NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
 _NOTIFY_MANY = sa.text("SELECT pg_notify(:channel, payload) "
                        "FROM unnest(CAST(:payloads AS text[])) AS payload")
-NOTIFY_CHANNEL = "alallo"
-"""The PostgreSQL channel of change notices: ``"<kind> <node> <job> <account>"`` payloads."""
 
 SQLITE_BUSY_MS = 5000
 """How long a SQLite write waits for another process's write to finish."""
@@ -217,7 +126,7 @@ class FileRow:
         }
 
 
-class Store:
+class Store(AccountRows):
     """Durable state; every method is one transaction.
 
     Open with :meth:`open`, close with :meth:`close` (the runtime does both).
@@ -308,26 +217,7 @@ class Store:
         """Release every connection."""
         self._engine.dispose()
 
-    # -- accounts and keys ---------------------------------------------------
-
-    async def ensure_account(self, account_id: str, name: str, balance: float, now: int,
-                             *, billing_limit: float = 0.0) -> None:
-        """Create the account unless it exists."""
-        def run(c: sa.Connection) -> None:
-            if c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
-                return
-            c.execute(accounts.insert().values(id=account_id, name=name, balance=balance,
-                                               billing_limit=billing_limit, created_at=now))
-        await self._write(run)
-
-    async def add_api_key(self, key_hash: str, account_id: str, now: int) -> None:
-        """Register a key (by its hash) for an account; idempotent."""
-        def run(c: sa.Connection) -> None:
-            if not c.execute(sa.select(api_keys.c.key_hash)
-                             .where(api_keys.c.key_hash == key_hash)).first():
-                c.execute(api_keys.insert().values(key_hash=key_hash, account_id=account_id,
-                                                   created_at=now))
-        await self._write(run)
+    # -- money -------------------------------------------------------------
 
     async def balance(self, account_id: str) -> tuple[float, float]:
         """The account's ``(balance, billing_limit)`` in USD (zeros for an unknown account)."""
@@ -342,70 +232,6 @@ class Store:
                              .order_by(ledger.c.created_at, ledger.c.kind, ledger.c.first_step))
             return [dict(r._mapping) for r in rows]
         return await self._read(run)
-
-    async def account_for_key(self, key_hash: str) -> str | None:
-        """The account a key belongs to, or None."""
-        def run(c: sa.Connection) -> str | None:
-            row = c.execute(sa.select(api_keys.c.account_id)
-                            .where(api_keys.c.key_hash == key_hash,
-                                   api_keys.c.revoked_at.is_(None))).first()
-            return row[0] if row else None
-        return await self._read(run)
-
-    async def get_account(self, account_id: str) -> dict[str, Any] | None:
-        """An account's row (``id, name, balance, billing_limit, created_at``), or None."""
-        def run(c: sa.Connection) -> dict[str, Any] | None:
-            row = c.execute(sa.select(accounts).where(accounts.c.id == account_id)).first()
-            return dict(row._mapping) if row else None
-        return await self._read(run)
-
-    async def list_accounts(self) -> list[dict[str, Any]]:
-        """Every account's row, oldest first."""
-        def run(c: sa.Connection) -> list[dict[str, Any]]:
-            rows = c.execute(sa.select(accounts).order_by(accounts.c.created_at, accounts.c.id))
-            return [dict(r._mapping) for r in rows]
-        return await self._read(run)
-
-    async def create_api_key(self, key_hash: str, account_id: str, prefix: str,
-                             now: int) -> None:
-        """Register a new key of an existing account, by its hash and its prefix.
-
-        Raises:
-            NotFound: no account ``account_id``.
-        """
-        def run(c: sa.Connection) -> None:
-            if not c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
-                raise NotFound(f"no account {account_id!r}", param="account")
-            c.execute(api_keys.insert().values(key_hash=key_hash, account_id=account_id,
-                                               prefix=prefix, created_at=now))
-        await self._write(run)
-
-    async def find_api_keys(self, *, key_hash: str | None = None, prefix: str | None = None,
-                            account_id: str | None = None) -> list[dict[str, Any]]:
-        """Keys (``key_hash, account_id, prefix, created_at, revoked_at``), oldest first.
-
-        ``key_hash`` matches one key exactly; ``prefix`` every key whose stored
-        prefix starts with it; ``account_id`` an account's keys; none: every key.
-        """
-        def run(c: sa.Connection) -> list[dict[str, Any]]:
-            query = sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_hash)
-            if key_hash is not None:
-                query = query.where(api_keys.c.key_hash == key_hash)
-            if prefix is not None:
-                query = query.where(api_keys.c.prefix.startswith(prefix, autoescape=True))
-            if account_id is not None:
-                query = query.where(api_keys.c.account_id == account_id)
-            return [dict(r._mapping) for r in c.execute(query)]
-        return await self._read(run)
-
-    async def revoke_api_key(self, key_hash: str, now: int) -> bool:
-        """Revoke a key for good (it stays listed); False if it was revoked already."""
-        def run(c: sa.Connection) -> bool:
-            done = c.execute(api_keys.update().where(api_keys.c.key_hash == key_hash,
-                                                     api_keys.c.revoked_at.is_(None))
-                             .values(revoked_at=now))
-            return bool(done.rowcount)
-        return await self._write(run)
 
     # -- files ---------------------------------------------------------------
 
@@ -514,7 +340,9 @@ class Store:
             row = c.execute(_JOB_STATE, {"job_id": job_id}).first()
             if row is None:
                 return None
-            job = Job.model_validate_json(row[0])
+            job = _readable(row[0])
+            if job is None:
+                return None
             return job if account_id is None or job.account_id == account_id else None
         return await self._read(run)
 
@@ -532,7 +360,7 @@ class Store:
                 if anchor is not None:
                     query = query.where(jobs.c.number < anchor)
             rows = c.execute(query.order_by(jobs.c.number.desc()).limit(limit + 1)).all()
-            found = [Job.model_validate_json(r[0]) for r in rows[:limit]]
+            found = [job for r in rows[:limit] if (job := _readable(r[0])) is not None]
             return found, len(rows) > limit
         return await self._read(run)
 
@@ -563,7 +391,8 @@ class Store:
             for start in range(0, len(wanted), 500):  # bound the IN list
                 rows = c.execute(sa.select(jobs.c.number, jobs.c.state)
                                  .where(jobs.c.id.in_(wanted[start:start + 500])))
-                found += [(int(n), Job.model_validate_json(state)) for n, state in rows]
+                found += [(int(n), job) for n, state in rows
+                          if (job := _readable(state)) is not None]
             return [job for _, job in sorted(found, key=lambda pair: pair[0])]
         return await self._read(run)
 
@@ -572,7 +401,7 @@ class Store:
         def run(c: sa.Connection) -> list[Job]:
             rows = c.execute(sa.select(jobs.c.state).where(jobs.c.status.in_(LIVE_STATUSES))
                              .order_by(jobs.c.number))
-            return [Job.model_validate_json(r[0]) for r in rows]
+            return [job for r in rows if (job := _readable(r[0])) is not None]
         return await self._read(run)
 
     async def items_after(self, job_id: str, after: int, *, kinds: Sequence[str] = ("event", "log"),
@@ -607,7 +436,7 @@ class Store:
                 .join(jobs, jobs.c.id == job_feed.c.job_id)
                 .where(job_feed.c.account_id == account_id, job_feed.c.position > after)
                 .order_by(job_feed.c.position).limit(limit))
-            return [(int(p), Job.model_validate_json(state)) for p, state in rows]
+            return [(int(p), job) for p, state in rows if (job := _readable(state)) is not None]
         return await self._read(run)
 
     # -- plumbing ------------------------------------------------------------
@@ -629,6 +458,14 @@ class Store:
             return fn(*args)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"the store failed: {exc}") from exc
+
+
+def _readable(state: str) -> Job | None:
+    """A stored job, repaired if it no longer validates; None (logged) if beyond repair."""
+    try:
+        return read_job(state)
+    except UnreadableRow:
+        return None
 
 
 def _balance(c: sa.Connection, account_id: str) -> tuple[float, float]:

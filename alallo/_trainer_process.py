@@ -16,6 +16,13 @@ With ``warm=True`` a built-in trainer (``python -m alallo.trainers.trl``) is
 forked from a warm process that has imported its libraries already
 (:mod:`alallo._warm`), with the same guarantees; any other command, or a
 warm process that cannot take the job, starts cold as above.
+
+Every trainer starts with a scrubbed environment (:mod:`alallo._trainer_env`),
+never the server's, and, given a :class:`~alallo._trainer_env.TrainerUser`,
+as that user: the child drops its groups, group and user before it arms the
+parent-death signal, since changing the effective user clears that signal
+(prctl(2), ``PR_SET_PDEATHSIG``) — which is also why ``subprocess.Popen``'s
+own ``user=`` (applied after ``preexec_fn``) is not used.
 """
 
 from __future__ import annotations
@@ -25,13 +32,15 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 import trio
 
 from . import _warm
+from ._trainer_env import TrainerUser, scrubbed_environment
 
 __all__ = ["TrainerProcess"]
 
@@ -43,6 +52,16 @@ def _die_with_parent() -> None:  # runs in the child, between fork and exec
     if sys.platform == "linux":
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def become(user: TrainerUser | None) -> None:
+    """In a child, before exec: take on ``user`` (no supplementary groups), then arm
+    the parent-death signal (a change of user clears it). Nothing to take on for None."""
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user.gid)
+        os.setuid(user.uid)
+    _die_with_parent()
 
 
 class _Child(Protocol):
@@ -83,13 +102,19 @@ class TrainerProcess:
         cwd: working directory of the trainer.
         output_log: a file that gets every byte the trainer printed (for operators).
         grace_s: seconds between SIGTERM and SIGKILL when stopping.
-        env: variables added to the server's environment for the trainer.
+        env: the job's own variables, added to the trainer's scrubbed environment
+            (:func:`alallo._trainer_env.scrubbed_environment`); the server's own
+            environment is never passed on.
+        shared_env: variables every trainer gets (``Settings.trainer_env``), below
+            ``env``; a warm process starts with these only.
         warm: fork a built-in trainer from a warm process (``ALALLO_WARM_TRAINERS``).
+        user: run as this unprivileged user (the server runs as root); None: as the server.
     """
 
     def __init__(self, command: Sequence[str], *, cwd: Path, output_log: Path,
-                 grace_s: float, env: dict[str, str] | None = None,
-                 warm: bool = False) -> None:
+                 grace_s: float, env: Mapping[str, str] | None = None,
+                 shared_env: Mapping[str, str] | None = None,
+                 warm: bool = False, user: TrainerUser | None = None) -> None:
         self.command = list(command)
         self.warm = warm
         self.started_warm = False
@@ -98,6 +123,8 @@ class TrainerProcess:
         self.output_log = output_log
         self.grace_s = grace_s
         self.env = env
+        self.shared_env = shared_env
+        self.user = user
         self.returncode: int | None = None
         self.pid: int | None = None
 
@@ -108,20 +135,20 @@ class TrainerProcess:
         task is cancelled, the trainer's process group is stopped (SIGTERM,
         then SIGKILL after ``grace_s``) before the cancellation goes on.
         """
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
-               **(self.env or {})}
+        env = scrubbed_environment({**(self.shared_env or {}), **(self.env or {})})
         read_end, write_end = os.pipe()
         try:
             process: _Child | None = None
             if self.warm:
-                process = await _warm.fork_trainer(self.command, cwd=self.cwd, env=env,
-                                                   output=write_end)
+                process = await _warm.fork_trainer(
+                    self.command, cwd=self.cwd, env=env, output=write_end, user=self.user,
+                    warm_env=scrubbed_environment(self.shared_env))
                 self.started_warm = process is not None
             if process is None:
                 process = _ColdChild(subprocess.Popen(
                     self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
                     stdout=write_end, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=_die_with_parent,
+                    start_new_session=True, preexec_fn=partial(become, self.user),
                 ))
         except BaseException:
             os.close(read_end)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import trio
 
+from ._trainer_env import TrainerUser
 from ._warm_process import PRELOAD
 
 __all__ = ["FORK_TIMEOUT_S", "WARM_MODULES", "WarmChild", "WarmProcess", "fork_trainer",
@@ -62,11 +63,15 @@ class WarmProcess:
     Args:
         python: the interpreter it runs on (the one the cold command names).
         module: the trainer module it serves, a key of ``PRELOAD``.
+        env: its environment: a trainer's scrubbed one, never the server's (a
+            forked trainer can read the environment its warm process started
+            with, in ``/proc/self/environ``).
     """
 
-    def __init__(self, python: str, module: str) -> None:
+    def __init__(self, python: str, module: str, env: dict[str, str]) -> None:
         self.python = python
         self.module = module
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
 
@@ -90,7 +95,7 @@ class WarmProcess:
                 [self.python, "-m", "alallo._warm_process", str(theirs.fileno()), self.module],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=self.env,
             )
         except BaseException:
             ours.close()
@@ -150,7 +155,8 @@ class WarmChild:
 
 
 async def fork_trainer(command: Sequence[str], *, cwd: Path, env: dict[str, str],
-                       output: int) -> WarmChild | None:
+                       output: int, user: TrainerUser | None = None,
+                       warm_env: dict[str, str] | None = None) -> WarmChild | None:
     """Run a built-in trainer command by forking it from the warm process.
 
     Args:
@@ -158,6 +164,9 @@ async def fork_trainer(command: Sequence[str], *, cwd: Path, env: dict[str, str]
         cwd: the trainer's working directory.
         env: its whole environment.
         output: the write end of its stdout and stderr pipe (not closed here).
+        user: the user the trainer runs as (the child drops to it after the fork).
+        warm_env: the environment a warm process starts with, when this call starts
+            one: what every trainer shares (scrubbed), no job's own; ``env`` if None.
 
     Returns:
         The running trainer, or None when the warm process could not fork it
@@ -166,10 +175,11 @@ async def fork_trainer(command: Sequence[str], *, cwd: Path, env: dict[str, str]
     module = warm_module(command)
     if module is None:
         return None
-    warm = _for_this_thread(command[0], module)
+    warm = _for_this_thread(command[0], module, env if warm_env is None else warm_env)
     read_end, write_end = os.pipe()
-    request = {"argv": list(command[3:]), "cwd": str(cwd), "env": env,
-               "title": shlex.join(command)}
+    request: dict[str, object] = {"argv": list(command[3:]), "cwd": str(cwd), "env": env,
+               "title": shlex.join(command),
+               "user": [user.uid, user.gid] if user is not None else None}
     try:
         if not warm.alive():  # first use, or it died since the last job
             warm.start()
@@ -224,11 +234,11 @@ async def _read_until(stream: trio.lowlevel.FdStream, pending: bytes | bytearray
 _processes: dict[tuple[int, str, str], WarmProcess] = {}
 
 
-def _for_this_thread(python: str, module: str) -> WarmProcess:
+def _for_this_thread(python: str, module: str, env: dict[str, str]) -> WarmProcess:
     key = (threading.get_ident(), python, module)
     warm = _processes.get(key)
     if warm is None:
-        warm = _processes[key] = WarmProcess(python, module)
+        warm = _processes[key] = WarmProcess(python, module, env)
     return warm
 
 

@@ -4,7 +4,7 @@
 trainer, e.g. ``alallo.trainers.trl``) and the libraries it needs (torch,
 transformers, datasets, peft, TRL), then serves requests on the Unix socket
 ``FD`` (``SOCK_SEQPACKET``, from the server: :mod:`alallo._warm`). Each
-request is one JSON object (argv, cwd, env, title) with two file descriptors
+request is one JSON object (argv, cwd, env, title, user) with two file descriptors
 passed alongside (``SCM_RIGHTS``): the write end of the trainer's output pipe
 and the write end of a status pipe. For each, the process forks a child that
 runs ``MODULE.main(argv)`` with the output pipe as stdout and stderr, and
@@ -182,6 +182,11 @@ def _fork_trainer(module: str, request: dict[str, Any], output: int, owned: list
     code = 1
     try:
         os.setsid()
+        if request.get("user"):  # before the parent-death signal: a new user clears it
+            uid, gid = request["user"]
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
         _die_with_parent()
         if os.getppid() != parent:  # the warm process died before the signal was armed
             os._exit(137)

@@ -47,7 +47,7 @@ from alallo._client_errors import ClientError as ClientError
 from alallo._client_types import (
     Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
     FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
-    TrainingLogLine,
+    TrainerList, TrainingLogLine,
 )
 from alallo._types import FileId, JobId, Seq
 
@@ -179,6 +179,10 @@ class Client:
     def list_models(self) -> ModelList:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
         return cast(ModelList, self._request("GET", "/v1/models"))
+
+    def list_trainers(self) -> TrainerList:
+        """The trainers a job may name: ``name``, ``description``, ``built_in``."""
+        return cast(TrainerList, self._request("GET", "/v1/trainers"))
 
     def capacity(self) -> Capacity:
         """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""

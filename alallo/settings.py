@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from ._capacity import NodeSpec
+from ._trainer_registry import RegisteredTrainer, TrainerRegistry
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
 
@@ -58,6 +59,25 @@ class Settings(BaseSettings):
     """The local account's API key; None creates one on first start (``<data_dir>/api-key``)."""
     python: str = sys.executable
     """The interpreter that runs the built-in trainers."""
+    trainers: list[RegisteredTrainer] = Field(default_factory=list)
+    """Trainers the operator registers, each a ``name``, a ``command`` and a
+    ``description``; a job picks one by name (``"trainer": {"name": "my-sft"}``).
+    An account never sends a command of its own unless it is the local account
+    or allowed to (``alallo accounts create --allow-commands``). In ``alallo.toml``::
+
+        [[trainers]]
+        name = "my-sft"
+        command = ["/opt/trainers/my-sft", "--fast"]
+        description = "Our in-house SFT trainer"
+    """
+    trainer_user: str | None = None
+    """When the server runs as root: the unprivileged user every trainer runs as
+    (e.g. ``nobody``); its job's directory is handed to that user. Ignored when the
+    server does not run as root (trainers then run as the server's own user)."""
+    trainer_env: dict[str, str] = Field(default_factory=dict)
+    """Variables every trainer gets on top of its scrubbed environment (as JSON:
+    ``ALALLO_TRAINER_ENV='{"HF_HOME": "/srv/hf"}'``). Trainers never inherit the
+    server's environment: see ``docs/security.md``."""
     max_concurrent_jobs: int = Field(default=1, ge=1)
     """How many jobs the local CPU node trains at once; the rest wait in the queue."""
     warm_trainers: bool = True
@@ -132,6 +152,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"storage_url ({self.storage_url}) and checkpoint_url ({self.checkpoint_url}) "
                 "differ: set only storage_url (checkpoint_url is its older name)")
+        return self
+
+    @model_validator(mode="after")
+    def _trainers_have_one_name_each(self) -> Settings:
+        TrainerRegistry(self.trainers)  # raises ValueError for a name registered twice
         return self
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from alallo import AlalloError, Conflict, InvalidRequest, NotFound, Unauthorized
+from alallo import AlalloError, Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 
 __all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "error_response"]
 
@@ -28,12 +28,6 @@ class RequestTooLarge(AlalloError):
     """The request body (or the uploaded file) is over its size limit (``gateway._limits``)."""
 
     code = "request_too_large"
-
-
-class Forbidden(AlalloError):
-    """The key is valid but its account may not do this."""
-
-    code = "forbidden"
 
 
 _STATUS: tuple[tuple[type[AlalloError], int], ...] = (

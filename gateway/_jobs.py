@@ -16,7 +16,8 @@ from ._body import json_object, query_int
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
-    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_models", "undrain_node",
+    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_models", "list_trainers",
+    "undrain_node",
 ]
 
 MAX_PAGE = 1000
@@ -145,6 +146,14 @@ async def _set_drain(request: Request, *, on: bool) -> JSONResponse:
     runtime = runtime_of(request)
     moved = await runtime.drain_node(request.path_params["node"], on=on)
     return JSONResponse({"node": request.path_params["node"], "draining": on, "moved": moved})
+
+
+async def list_trainers(request: Request) -> JSONResponse:
+    """``GET /v1/trainers`` → the trainers a job may name, built-in ones first."""
+    await account_of(request)
+    trainers = runtime_of(request).list_trainers()
+    return JSONResponse({"object": "list", "data": [t.public() for t in trainers],
+                         "has_more": False})
 
 
 async def list_models(request: Request) -> JSONResponse:

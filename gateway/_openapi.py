@@ -71,6 +71,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
               errors=(401, 404)),
     Operation("get", "/v1/models", "The model catalogue", s.ModelList, errors=(401,)),
+    Operation("get", "/v1/trainers", "The trainers a job may name", s.TrainerList,
+              errors=(401,)),
     Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
               s.Capacity, errors=(401,)),
     Operation("post", "/v1/capacity/nodes/{node}/drain",

@@ -18,7 +18,7 @@ __all__ = [
     "ApiErrorBody", "CatalogueModelObject", "DashboardLink", "Estimate", "EventList", "EventObject",
     "FileDeleted", "FileList", "FileObject", "Health", "JobCheckpointList",
     "JobCheckpointObject", "JobList", "JobObject",
-    "LogPage", "ModelList",
+    "LogPage", "ModelList", "TrainerList", "TrainerObject",
 ]
 
 
@@ -101,6 +101,23 @@ class ModelList(BaseModel):
 
     object: Literal["list"]
     data: list[CatalogueModelObject]
+    has_more: bool
+
+
+class TrainerObject(BaseModel):
+    """A trainer a job may name (``"trainer": {"name": ...}``); its command is not shown."""
+
+    object: Literal["trainer"]
+    name: str
+    description: str
+    built_in: bool
+
+
+class TrainerList(BaseModel):
+    """The trainers of this server, built-in ones first."""
+
+    object: Literal["list"]
+    data: list[TrainerObject]
     has_more: bool
 
 

@@ -46,6 +46,7 @@ ROUTES = [
     Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
     Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
     Route("/v1/models", _jobs.list_models, methods=["GET"]),
+    Route("/v1/trainers", _jobs.list_trainers, methods=["GET"]),
     Route("/v1/capacity", _jobs.capacity, methods=["GET"]),
     Route("/v1/capacity/nodes/{node}/drain", _jobs.drain_node, methods=["POST"]),
     Route("/v1/capacity/nodes/{node}/undrain", _jobs.undrain_node, methods=["POST"]),

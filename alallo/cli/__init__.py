@@ -19,6 +19,7 @@ from alallo.cli._files import files_app
 from alallo.cli._nodes import nodes_app
 from alallo.cli._jobs import estimate, jobs_app
 from alallo.cli._models import models_app
+from alallo.cli._trainers import trainers
 
 __all__ = ["app", "main"]
 
@@ -32,6 +33,7 @@ app.add_typer(files_app, name="files")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(models_app, name="models")
 app.add_typer(nodes_app, name="nodes")
+app.command("trainers")(trainers)
 app.command("estimate")(estimate)
 app.command("capacity")(capacity)
 app.command("dashboard")(dashboard)

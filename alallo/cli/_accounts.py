@@ -58,6 +58,13 @@ DatabaseUrlOption = Annotated[
                       "file in the data directory (e.g. postgresql://user@host/alallo).",
                  show_default=False),
 ]
+AllowCommandsOption = Annotated[
+    bool,
+    typer.Option("--allow-commands",
+                 help="Let the account run a command of its own as a job's trainer. Without "
+                      "it, its jobs use the built-in trainers and those you register "
+                      "(settings `trainers`); see docs/security.md."),
+]
 ACCOUNT_ID_PREFIX = "acct-"
 
 
@@ -127,6 +134,7 @@ def create_account(
     balance: Annotated[float, typer.Option(help="Starting balance (USD).")] = 0.0,
     billing_limit: Annotated[float, typer.Option(
         "--billing-limit", min=0.0, help="How far below zero (USD) the balance may go.")] = 0.0,
+    allow_commands: AllowCommandsOption = False,
     data_dir: DataDirOption = None,
     database_url: DatabaseUrlOption = None,
     as_json: JsonOption = False,
@@ -140,14 +148,15 @@ def create_account(
     account_id = ACCOUNT_ID_PREFIX + secrets.token_hex(8)
     with open_store(data_dir, database_url) as store:
         _run(partial(store.ensure_account, account_id, name, balance, int(time.time()),
-                     billing_limit=billing_limit))
+                     billing_limit=billing_limit, allow_commands=allow_commands))
         account = _run(store.get_account, account_id)
     if as_json:
         print_json(account)
         return
     console().print(
         f"Created account [bold]{account_id}[/bold] ({name}): balance {money(balance)}, "
-        f"billing limit {money(billing_limit)}.\n"
+        f"billing limit {money(billing_limit)}"
+        f"{', may run its own trainer commands' if allow_commands else ''}.\n"
         f"Give it a key: alallo keys create --account {account_id}", soft_wrap=True)
 
 
@@ -160,11 +169,34 @@ def list_accounts(data_dir: DataDirOption = None, database_url: DatabaseUrlOptio
     if as_json:
         print_json({"object": "list", "data": rows, "has_more": False})
         return
-    table = Table("ID", "Name", "Balance", "Billing limit", "Created at")
+    table = Table("ID", "Name", "Balance", "Billing limit", "Commands", "Created at")
     for row in rows:
         table.add_row(row["id"], row["name"], money(row["balance"]),
-                      money(row["billing_limit"]), timestamp(row["created_at"]))
+                      money(row["billing_limit"]), "allowed" if row["allow_commands"] else "-",
+                      timestamp(row["created_at"]))
     console().print(table)
+
+
+@accounts_app.command("set")
+def set_account(
+    account: Annotated[str, typer.Argument(help="The account's id, acct-…", show_default=False)],
+    allow_commands: Annotated[bool, typer.Option(
+        "--allow-commands/--no-allow-commands", show_default=False,
+        help="Whether the account may run a command of its own as a job's trainer "
+             "(otherwise only the trainers you register, docs/security.md).")],
+    data_dir: DataDirOption = None,
+    database_url: DatabaseUrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change what an account may do; its jobs that have not started yet obey the change."""
+    with open_store(data_dir, database_url) as store:
+        _run(store.set_allow_commands, account, allow_commands)
+        row = _run(store.get_account, account)
+    if as_json:
+        print_json(row)
+        return
+    console().print(f"Account {account} {'may' if allow_commands else 'may not'} run its own "
+                    "trainer commands.", soft_wrap=True)
 
 
 # -- keys -----------------------------------------------------------------------

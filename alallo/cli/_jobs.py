@@ -67,8 +67,10 @@ BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Examples per s
 LearningRateOption = Annotated[float | None, typer.Option(min=0.0, help="Learning rate.")]
 LoraRankOption = Annotated[int | None, typer.Option(min=1, help="Rank of the LoRA matrices.")]
 TrainerOption = Annotated[
-    Literal["trl", "simulated"] | None,
-    typer.Option(help="Real training or the simulator (whose steps take far less time)."),
+    str | None,
+    typer.Option(help="The trainer, by name: trl (real training, the default), simulated "
+                      "(whose steps take far less time), or one the operator registered "
+                      "(`alallo trainers`).", show_default=False),
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from alallo._store import metadata
+from alallo._store_schema import metadata
 from alallo.migrations import MIGRATION_LOCK_KEY
 
 config = context.config

@@ -30,6 +30,7 @@ ANSWERS: dict[type, str] = {
     shapes.FileList: "FileList",
     shapes.FileDeleted: "FileDeleted",
     shapes.ModelList: "ModelList",
+    shapes.TrainerList: "TrainerList",
     shapes.Capacity: "Capacity",
     shapes.NodeDrain: "NodeDrain",
     shapes.Estimate: "Estimate",
@@ -182,6 +183,7 @@ def test_a_live_servers_answers_have_exactly_the_types_keys(
          shapes.Estimate, "estimate()"),
         (client.capacity(), shapes.Capacity, "capacity()"),
         (client.list_models(), shapes.ModelList, "list_models()"),
+        (client.list_trainers(), shapes.TrainerList, "list_trainers()"),
     ]
     for value, td, where in answers:
         assert_shape(value, td, where)

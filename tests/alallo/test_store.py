@@ -16,7 +16,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from alallo import Event, Job, JobStatus, Runtime, Settings
-from alallo._store import LeaseLost, Store, StoreUnavailable, metadata
+from alallo._store import LeaseLost, Store, StoreUnavailable
+from alallo._store_schema import metadata
 from alallo.migrations import INITIAL_REVISION, config, head_revision
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"

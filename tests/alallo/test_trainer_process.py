@@ -109,6 +109,10 @@ def main(argv):
         print(open("/proc/self/cmdline", "rb").read().replace(b"\\0", b" ").decode().strip())
         print("err", file=sys.stderr)
         return 3
+    if argv[0] == "environ":
+        print(sorted(os.environ))
+        print(open("/proc/self/environ", "rb").read().decode(errors="replace"))
+        return 0
     if argv[0] == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -157,6 +161,28 @@ async def test_a_warm_trainer_gets_its_cwd_env_group_title_and_exit_code(
     assert process.pid != warm.pid
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_trainer_gets_a_scrubbed_environment_never_the_servers(
+        tmp_path: Path, stub_module: str, monkeypatch: pytest.MonkeyPatch, warm: bool) -> None:
+    monkeypatch.setenv("ALALLO_DATABASE_URL", "postgresql://alallo:server-secret@db/alallo")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-secret")
+    command = [sys.executable, "-m", stub_module, "environ"]
+    process = TrainerProcess(command, cwd=tmp_path, output_log=tmp_path / "out.log", grace_s=1,
+                             env={"JOB_VAR": "mine"}, shared_env={"SHARED": "all"}, warm=warm)
+    lines: list[str] = []
+
+    async def collect(line: str) -> None:
+        lines.append(line)
+
+    assert await process.run(collect) == 0
+    assert process.started_warm is warm
+    names, environ_file = lines
+    assert "JOB_VAR" in names and "SHARED" in names and "PATH" in names
+    assert "ALALLO_DATABASE_URL" not in names and "OPENAI_API_KEY" not in names
+    # What the process (and, warm, the process it was forked from) started with.
+    assert "server-secret" not in environ_file
+
+
 async def test_cancel_stops_a_warm_trainers_whole_group(tmp_path: Path, stub_module: str) -> None:
     process = TrainerProcess([sys.executable, "-m", stub_module, "stubborn"], cwd=tmp_path,
                              output_log=tmp_path / "out.log", grace_s=0.5, warm=True)
@@ -182,10 +208,11 @@ async def test_cancel_stops_a_warm_trainers_whole_group(tmp_path: Path, stub_mod
 
 
 async def test_a_warm_process_that_cannot_fork_the_trainer_starts_it_cold(
-        tmp_path: Path, stub_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STUB_BREAK_WARM", "1")  # the warm process dies while it imports
+        tmp_path: Path, stub_module: str) -> None:
+    # The warm process dies while it imports (it gets the variables every trainer gets).
     process = TrainerProcess([sys.executable, "-m", stub_module, "report"], cwd=tmp_path,
-                             output_log=tmp_path / "out.log", grace_s=1, warm=True)
+                             output_log=tmp_path / "out.log", grace_s=1, warm=True,
+                             shared_env={"STUB_BREAK_WARM": "1"})
     lines: list[str] = []
 
     async def collect(line: str) -> None:

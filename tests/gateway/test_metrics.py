@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -105,8 +104,7 @@ async def test_running_waiting_streaming_and_failing_jobs_are_counted(
         await wait_for(client, job_id, lambda j: j["status"] in FINAL)
 
     # A trainer that dies is restarted once (ALALLO_MAX_RESTARTS=1), then fails the job.
-    broken = await create(client, file_id, trainer={"command": [sys.executable, "-c",
-                                                                 "raise SystemExit(3)"]})
+    broken = await create(client, file_id, trainer={"type": "simulated", "fail_at_step": 1})
     await wait_for(client, broken, lambda j: j["status"] in FINAL)
     with trio.fail_after(30):  # the stream's task ends soon after its client left
         while True:

@@ -91,14 +91,19 @@ async def test_a_user_error_fails_with_the_training_log_line_and_costs_nothing(
     assert final["price"]["charged"] - final["price"]["refunded"] == 0
 
 
+CRASHING_TRAINER = json.dumps([{"name": "crashing", "description": "exits with code 3",
+                                "command": [sys.executable, "-c", "raise SystemExit(3)"]}])
+"""``ALALLO_TRAINERS``: a trainer the operator registered that crashes (a platform failure)."""
+
+
 async def test_platform_errors_restart_then_fail_with_the_notified_message(
         server_factory: Factory) -> None:
     hooks: list[dict[str, Any]] = []
     with webhook(hooks) as url:
-        server = server_factory(ALALLO_MAX_RESTARTS="2", ALALLO_OPERATOR_WEBHOOK_URL=url)
+        server = server_factory(ALALLO_MAX_RESTARTS="2", ALALLO_OPERATOR_WEBHOOK_URL=url,
+                                ALALLO_TRAINERS=CRASHING_TRAINER)
         async with connect(server) as client:
-            job = await submit(client, trainer={"command": [sys.executable, "-c",
-                                                                "raise SystemExit(3)"]})
+            job = await submit(client, trainer={"name": "crashing"})
             final, types = await finish(client, job["id"])
             with trio.fail_after(10):
                 while not hooks:
@@ -109,6 +114,29 @@ async def test_platform_errors_restart_then_fail_with_the_notified_message(
     (hook,) = hooks
     assert (hook["event"], hook["job_id"]) == ("job.platform_failure", job["id"])
     assert hook["reason"].endswith("(the trainer exited with code 3)")
+
+
+async def test_the_accounts_own_command_failing_is_the_users_failure_not_the_platforms(
+        server_factory: Factory, tmp_path: Path) -> None:
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text("print('loading my model')\n"
+                       "print('CUDA out of memory in my own code')\n"
+                       "raise SystemExit(3)\n")
+    hooks: list[dict[str, Any]] = []
+    with webhook(hooks) as url:
+        server = server_factory(ALALLO_MAX_RESTARTS="2", ALALLO_OPERATOR_WEBHOOK_URL=url)
+        async with connect(server) as client:
+            job = await submit(client, trainer={"command": [sys.executable, str(trainer)]})
+            final, types = await finish(client, job["id"])
+            metrics = (await client.get("/metrics")).text
+    assert final["status"] == "failed"
+    assert final["message"] == "Training failed: CUDA out of memory in my own code"
+    assert final["error"]["code"] == "training_failed"
+    assert types[-1] == "JOB_USER_ERROR"
+    assert "JOB_RESTARTED" not in types and "JOB_ERROR" not in types
+    assert final["price"]["charged"] - final["price"]["refunded"] == 0
+    assert hooks == [], "the operator is not told of a user's failure"
+    assert "alallo_job_platform_failures_total 0.0" in metrics
 
 
 async def test_insufficient_balance_cancels_the_job_before_it_starts(

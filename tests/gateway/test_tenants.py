@@ -123,6 +123,7 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/v1/models"): PUBLIC,
+    ("GET", "/v1/trainers"): PUBLIC,
     ("POST", "/v1/dashboard/links"): OWN_ONLY,
     ("GET", "/v1/capacity"): OWN_ONLY,
     ("POST", "/v1/capacity/nodes/{node}/drain"): OPERATOR,

@@ -1,0 +1,243 @@
+"""An account never chooses an executable on the server; every trainer starts scrubbed.
+
+Real servers, real accounts (made with the operator's commands), real trainer
+processes: a tenant's command is refused (403) and never runs; an operator's
+registered trainer runs by name; an account the operator allowed may send a
+command, and stops being able to the moment the right is taken back (also for
+a job it queued before); a trainer's environment holds no secret of the
+server; where the server runs as root, a trainer runs as the unprivileged
+user of the settings, in its job's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
+from test_tenants import new_account, operator
+
+Factory = Callable[..., LiveServer]
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-server-secret-openai",
+    "AWS_SECRET_ACCESS_KEY": "server-secret-aws",
+    "HF_TOKEN": "hf_server_secret_token",
+    "WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567",
+    "ALALLO_OPERATOR_WEBHOOK_URL": "http://127.0.0.1:9/server-secret-hook",
+}
+"""What the server's environment holds and no trainer may see."""
+
+REPORT_ENV = """
+import json, os, sys
+config = json.load(open(sys.argv[-1]))
+def say(kind, **fields):
+    print(json.dumps({"type": kind, **fields}), flush=True)
+for name, value in sorted(os.environ.items()):
+    say("log", text=f"env {name}={value}")
+say("log", text="cwd " + os.getcwd())
+say("log", text="environ-file " + open("/proc/self/environ", "rb").read().decode(errors="replace"))
+os.makedirs(config["output_dir"], exist_ok=True)
+for step in range(1, config["max_steps"] + 1):
+    say("progress", step=step, max_steps=config["max_steps"], loss=1.0)
+say("done", model_path=config["output_dir"])
+"""
+
+
+def connect(server: LiveServer, key: str | None = None) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=server.url, timeout=30,
+                             headers={"Authorization": f"Bearer {key or server.api_key}"})
+
+
+async def new_job(client: httpx.AsyncClient, trainer: Any, **spec: Any) -> httpx.Response:
+    file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
+    return await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file["id"],
+        "hyperparameters": {"max_steps": 3}, "trainer": trainer, **spec})
+
+
+async def finished(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    with trio.fail_after(120):
+        items = await read_stream(client, job_id)
+    return items[-1][2]
+
+
+async def log_of(client: httpx.AsyncClient, job_id: str) -> list[str]:
+    page = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/log")).json()
+    return [line["text"] for line in page["data"]]
+
+
+async def operating(*args: str, server: LiveServer) -> str:
+    """``alallo ARGS`` on the server's store (in a thread: the CLI runs Trio itself); stdout."""
+    result = await trio.to_thread.run_sync(lambda: operator(server, *args))
+    return str(result.stdout)
+
+
+async def tenant(server: LiveServer) -> str:
+    """A new account's API key."""
+    _, key = await trio.to_thread.run_sync(new_account, server, "tenant")
+    return str(key)
+
+
+def registered(name: str, command: list[str], description: str = "") -> str:
+    """``ALALLO_TRAINERS`` registering one trainer."""
+    return json.dumps([{"name": name, "command": command, "description": description}])
+
+
+async def test_a_tenants_command_is_refused_and_nothing_runs(
+        server_factory: Factory, tmp_path: Path) -> None:
+    server = server_factory()
+    key = await tenant(server)
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('pwned')"]
+    async with connect(server, key) as client:
+        refused = await new_job(client, {"command": command})
+        file = (await client.get("/v1/files")).json()["data"][0]["id"]
+        estimate = await client.post("/v1/fine_tuning/estimates", json={
+            "model": "alallo/tiny-gpt2", "training_file": file, "trainer": {"command": command}})
+        jobs = (await client.get("/v1/fine_tuning/jobs")).json()["data"]
+    for answer in (refused, estimate):
+        assert answer.status_code == 403, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "forbidden" and error["param"] == "trainer.command"
+        assert "the operator registers trainers" in error["message"]
+        assert "GET /v1/trainers" in error["message"]
+    assert jobs == [], "nothing was created"
+    assert not marker.exists(), "nothing ran"
+
+
+async def test_a_registered_trainer_runs_by_name_and_is_listed_without_its_command(
+        server_factory: Factory) -> None:
+    server = server_factory(ALALLO_TRAINERS=registered(
+        "reporter", [sys.executable, "-c", REPORT_ENV], "Prints what it sees"))
+    key = await tenant(server)
+    async with connect(server, key) as client:
+        listed = (await client.get("/v1/trainers")).json()
+        by_name = await new_job(client, {"name": "reporter"})
+        as_string = await new_job(client, "reporter")
+        unknown = await new_job(client, {"name": "nonesuch"})
+        assert by_name.status_code == as_string.status_code == 200, by_name.text
+        final = await finished(client, by_name.json()["id"])
+        second = await finished(client, as_string.json()["id"])
+    assert [(t["name"], t["built_in"]) for t in listed["data"]] == [
+        ("trl", True), ("simulated", True), ("reporter", False)]
+    assert listed["data"][2] == {"object": "trainer", "name": "reporter",
+                                 "description": "Prints what it sees", "built_in": False}
+    assert sys.executable not in json.dumps(listed), "a tenant never sees the command"
+    assert final["status"] == second["status"] == "succeeded"
+    assert final["trainer"] == "reporter"
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["param"] == "trainer.name"
+    assert "reporter" in unknown.json()["error"]["message"]
+
+
+async def test_a_trainer_sees_no_server_secret_and_runs_in_its_jobs_directory(
+        server_factory: Factory) -> None:
+    server = server_factory(ALALLO_TRAINERS=registered("reporter", [sys.executable, "-c",
+                                                                     REPORT_ENV]),
+                            ALALLO_TRAINER_ENV=json.dumps({"SHARED_CACHE": "/srv/cache"}),
+                            **SECRETS)
+    async with connect(server) as client:
+        response = await new_job(client, {"name": "reporter"})
+        job_id = response.json()["id"]
+        assert (await finished(client, job_id))["status"] == "succeeded"
+        log = await log_of(client, job_id)
+    seen = dict(line[len("env "):].split("=", 1) for line in log if line.startswith("env "))
+    assert seen, log
+    assert not [name for name in seen if name.startswith("ALALLO_")]
+    for name, value in SECRETS.items():
+        assert name not in seen
+        assert not any(value in line for line in log), f"{name}'s value reached the trainer"
+    assert seen["SHARED_CACHE"] == "/srv/cache", "the operator's trainer_env is passed"
+    assert seen["PATH"] == os.environ["PATH"], "tools are still found"
+    cwd = next(line[len("cwd "):] for line in log if line.startswith("cwd "))
+    assert Path(cwd) == (server.data_dir / "jobs" / job_id / "attempt-1").resolve()
+
+
+async def test_an_allowed_account_may_send_a_command_until_the_right_is_taken_back(
+        server_factory: Factory, tmp_path: Path) -> None:
+    server = server_factory(ALALLO_MAX_CONCURRENT_JOBS="1")
+    account = json.loads(await operating("accounts", "create", "trusted", "--balance", "100",
+                                         "--allow-commands", "--json", server=server))
+    assert account["allow_commands"] is True
+    key = json.loads(await operating("keys", "create", "--account", account["id"], "--json",
+                                     server=server))["key"]
+    ran, queued_marker = tmp_path / "ran", tmp_path / "queued-ran"
+    async with connect(server, key) as client:
+        allowed = await new_job(client, {"command": [sys.executable, "-c", REPORT_ENV
+                                                     + f"\nopen({str(ran)!r}, 'w')\n"]})
+        assert allowed.status_code == 200, allowed.text
+        assert (await finished(client, allowed.json()["id"]))["status"] == "succeeded"
+        assert ran.exists()
+        # A job queued behind a long one while the account may still send commands...
+        blocker = await new_job(client, {"type": "simulated", "step_delay_s": 0.2},
+                                hyperparameters={"max_steps": 1000})
+        queued = await new_job(client, {"command": [
+            sys.executable, "-c", f"open({str(queued_marker)!r}, 'w')"]})
+        assert queued.status_code == 200
+        # ... then the operator takes the right back, and the blocker ends.
+        await operating("accounts", "set", account["id"], "--no-allow-commands", server=server)
+        refused = await new_job(client, {"command": [sys.executable, "-c", "pass"]})
+        await client.post(f"/v1/fine_tuning/jobs/{blocker.json()['id']}/cancel")
+        final = await finished(client, queued.json()["id"])
+    assert refused.status_code == 403
+    assert final["status"] == "failed" and final["attempt"] == 0
+    assert final["message"].startswith("Training failed: this account may not run a command")
+    assert final["price"]["charged"] == 0
+    assert not queued_marker.exists(), "the queued command never ran"
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory any user may enter (pytest's own are 0700): the data dir of a server
+    whose trainers run as another user goes here."""
+    with tempfile.TemporaryDirectory(prefix="alallo-shared-") as name:
+        path = Path(name)
+        path.chmod(0o755)
+        yield path
+
+
+def _unprivileged_uid() -> int:
+    """The uid trainers must run as: ``nobody`` when the server runs as root, else its own."""
+    return pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else os.geteuid()
+
+
+async def test_a_root_server_runs_trainers_as_the_unprivileged_user_of_its_settings(
+        shared_dir: Path) -> None:
+    # /bin/sh, which every user may run (the server's own interpreter may sit in a
+    # directory only root can enter, as /root/.pyenv does on this machine).
+    script = shared_dir / "whoami-trainer.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        'echo "{\\"type\\": \\"log\\", \\"text\\": \\"uid $(id -u) home $HOME\\"}"\n'
+        "mkdir -p ../model && echo weights > ../model/weights || exit 2\n"
+        'echo "{\\"type\\": \\"progress\\", \\"step\\": 3, \\"max_steps\\": 3}"\n'
+        'echo "{\\"type\\": \\"done\\", \\"model_path\\": \\"$(cd ../model && pwd)\\"}"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    server = start_server(shared_dir / "data", ALALLO_TRAINER_USER="nobody",
+                          ALALLO_TRAINERS=registered("whoami", ["/bin/sh", str(script)]))
+    try:
+        async with connect(server) as client:
+            response = await new_job(client, {"name": "whoami"})
+            job_id = response.json()["id"]
+            final = await finished(client, job_id)
+            log = await log_of(client, job_id)
+    finally:
+        stop_server(server)
+    assert final["status"] == "succeeded", log
+    expected = _unprivileged_uid()
+    assert any(line.startswith(f"uid {expected} ") for line in log), log
+    model = server.data_dir / "jobs" / job_id / "model" / "weights"
+    assert model.read_text() == "weights\n"
+    assert model.stat().st_uid == expected
