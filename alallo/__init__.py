@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._errors import InvalidRequest as InvalidRequest
     from ._errors import InvalidTransition as InvalidTransition
     from ._errors import NotFound as NotFound
+    from ._errors import SettingError as SettingError
     from ._errors import Unauthorized as Unauthorized
     from ._job import Event as Event
     from ._job import Job as Job
@@ -116,6 +117,7 @@ _ORIGINS = {
     "PriceRange": "._client_types",
     "Progress": "._client_types",
     "Runtime": "._runtime",
+    "SettingError": "._errors",
     "Settings": ".settings",
     "TimeRange": "._client_types",
     "Trainer": "._client_types",
@@ -170,6 +172,7 @@ __all__ = [
     "PriceRange",
     "Progress",
     "Runtime",
+    "SettingError",
     "Settings",
     "TimeRange",
     "Trainer",

@@ -51,7 +51,8 @@ class CheckpointStorage:
         """Copy a checkpoint directory (or file) to the shared URL; no-op without one.
 
         Raises:
-            OSError: the store refused it (the checkpoint is then not recorded).
+            OSError: the store refused it (the checkpoint is then not recorded); an
+                object store's own errors come as one too.
         """
         if self._fs is None or not local.exists():
             return
@@ -66,7 +67,12 @@ class CheckpointStorage:
                     fs.put_file(str(path), target)
             else:
                 fs.put_file(str(local), remote)
-        await trio.to_thread.run_sync(put)
+        try:
+            await trio.to_thread.run_sync(put)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an object store's own error type
+            raise OSError(f"{type(exc).__name__}: {exc}") from exc
         log.info("checkpoint.uploaded", job_id=job_id, name=local.name, url=self.url)
 
     async def fetch(self, job_id: str, recorded: str, local_dir: Path) -> str:

@@ -9,7 +9,8 @@
     ├── Conflict            the request clashes with the current state (409)
     │   └── InvalidTransition   e.g. cancelling a job that has finished
     ├── Forbidden           the key is valid but its account may not do this (403)
-    └── Unauthorized        no or unknown API key (401)
+    ├── Unauthorized        no or unknown API key (401)
+    └── SettingError        a setting that cannot work: the server refuses to start
 
 Each carries a machine-readable ``code`` and, where one field is at fault,
 ``param``: the dotted path of that field. The gateway turns each class into
@@ -70,3 +71,11 @@ class Forbidden(AlalloError):
     """The key is valid, but its account may not do this (e.g. run a command of its own)."""
 
     code = "forbidden"
+
+
+class SettingError(AlalloError):
+    """A setting that cannot work here (a storage URL that cannot be written, a trainer
+    user that does not exist): the runtime refuses to start. ``param`` names the
+    setting (``storage_url``); the message says what was found."""
+
+    code = "invalid_setting"

@@ -241,6 +241,12 @@ class JobActor(Actor[JobMessage]):
             except OSError as exc:
                 log.warning("job.checkpoint_not_shared", job_id=self.job.id,
                             step=message.step, error=str(exc))
+                reason = exc.strerror or str(exc)
+                job, line = lifecycle.append_log(
+                    self.job, lifecycle.checkpoint_not_shared(message.step, reason), now=now)
+                told = lifecycle.apply(job, lifecycle.CheckpointNotShared(now, message.step,
+                                                                          reason))
+                await self._persist(told.job, told.events, (line,), ())  # one commit
                 return
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
         else:

@@ -31,6 +31,7 @@ from .trainers import Progress as TrainerProgress
 __all__ = [
     "AutoCancel",
     "CancelRequested",
+    "CheckpointNotShared",
     "Created",
     "Input",
     "LimitReached",
@@ -43,6 +44,7 @@ __all__ = [
     "WaitingForCapacity",
     "append_log",
     "apply",
+    "checkpoint_not_shared",
 ]
 
 
@@ -107,6 +109,16 @@ class TrainerExited:
 
 
 @dataclass(frozen=True)
+class CheckpointNotShared:
+    """A checkpoint the trainer saved could not be copied to the shared storage
+    (``storage_url``): it is not recorded, and the user is told."""
+
+    now: float
+    step: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class CancelRequested:
     """The user asked to cancel the job."""
 
@@ -143,7 +155,8 @@ class LimitReached:
 
 
 Input = (Created | WaitingForCapacity | NotAvailable | Started | TrainerReported
-         | TrainerExited | CancelRequested | AutoCancel | LimitReached | Rescheduled)
+         | TrainerExited | CancelRequested | AutoCancel | LimitReached | Rescheduled
+         | CheckpointNotShared)
 
 
 @dataclass(frozen=True)
@@ -241,6 +254,9 @@ def apply(job: Job, event: Input) -> Transition:
         case TrainerReported(message=message):
             if not _reported(draft, message):
                 return _unchanged(job)
+        case CheckpointNotShared(step=step, reason=reason):
+            draft.event(EventType.WARNING, checkpoint_not_shared(step, reason),
+                        level=EventLevel.WARNING, step=step)
         case TrainerExited(returncode=code, max_restarts=limit):
             _exited(draft, code, limit)
         case CancelRequested():
@@ -269,6 +285,12 @@ def apply(job: Job, event: Input) -> Transition:
         case _:
             raise TypeError(f"not a lifecycle input: {event!r}")
     return draft.done()
+
+
+def checkpoint_not_shared(step: int, reason: str) -> str:
+    """What the log and the events say of a checkpoint the shared storage refused."""
+    return (f"Checkpoint at step {step} was not saved: the shared storage refused it "
+            f"({reason}); training goes on, and a restart resumes from the last saved one")
 
 
 def append_log(job: Job, text: str, *, now: float) -> tuple[Job, LogLine]:

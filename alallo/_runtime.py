@@ -37,7 +37,7 @@ from actors import SupervisorStatistics
 from . import _lifecycle as lifecycle
 from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
-from ._errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
+from ._errors import Conflict, Forbidden, InvalidRequest, NotFound, SettingError, Unauthorized
 from ._capacity import Pool
 from ._checkpoint_storage import CheckpointStorage
 from ._file_storage import FileStorage
@@ -46,6 +46,7 @@ from ._cluster import ADOPTED_CAUSE, Claim, Cluster
 from ._notify import listen
 from ._estimate import estimate_price, estimate_time
 from ._plans import PlanOptions, plan_options, tokens_per_example
+from ._shared_storage import check_writable
 from ._scheduler import Drain, QueueSnapshot, Scheduler, SchedulerMessage, WaitEstimate
 from ._status import JobStatus, Message
 from ._files import check_jsonl
@@ -87,6 +88,10 @@ class Runtime:
     Args:
         settings: where data lives and how jobs run (:class:`Settings`).
 
+    Raises:
+        SettingError: a setting that cannot work here: the trainer user does not
+            exist (at construction); the storage URL cannot be written (on entering).
+
     Use as ``async with Runtime(settings) as rt``; leaving the block stops
     every job actor and its trainer (jobs that were running continue from
     their checkpoints when a runtime opens on the same data again, or at
@@ -105,8 +110,11 @@ class Runtime:
         self.pool = Pool(self.settings.node_specs)
         self.trainers = TrainerRegistry(self.settings.trainers)
         """The trainers a job may name (:mod:`alallo._trainer_registry`)."""
-        self.trainer_user = trainer_user(self.settings.trainer_user)
-        """The user trainers run as, when this server runs as root (None: its own)."""
+        try:
+            self.trainer_user = trainer_user(self.settings.trainer_user)
+            """The user trainers run as, when this server runs as root (None: its own)."""
+        except ValueError as exc:
+            raise SettingError(str(exc), param="trainer_user") from None
         self.checkpoint_storage = CheckpointStorage(self.settings.shared_storage_url)
         self.file_storage = FileStorage(self.settings.shared_storage_url,
                                         self.settings.files_dir)
@@ -146,6 +154,8 @@ class Runtime:
         for folder in (settings.data_dir, settings.files_dir, settings.jobs_dir,
                        settings.models_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        await trio.to_thread.run_sync(check_writable, settings.shared_storage_url,
+                                      "storage_url" if settings.storage_url else "checkpoint_url")
         await trio.to_thread.run_sync(self.store.open)
         await self._ensure_local_account()
         await self.cluster.register()

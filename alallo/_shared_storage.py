@@ -17,11 +17,14 @@ object and memory stores; its calls block, so callers run them in a worker threa
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import fsspec
 
-__all__ = ["open_location"]
+from ._errors import SettingError
+
+__all__ = ["check_writable", "open_location"]
 
 
 def open_location(url: str | None, setting: str = "storage_url") -> tuple[Any, str]:
@@ -42,3 +45,26 @@ def open_location(url: str | None, setting: str = "storage_url") -> tuple[Any, s
     except (ValueError, ImportError) as exc:
         raise ValueError(f"{setting} {url!r} is not usable: {exc}") from exc
     return fs, str(root).rstrip("/")
+
+
+def check_writable(url: str | None, setting: str = "storage_url") -> None:
+    """Write and remove a small file at ``url``, so that a location this process cannot
+    use stops it at start, not at the first upload (blocking: run it in a thread).
+
+    Raises:
+        SettingError: the URL is unusable or the file cannot be written there; the
+            message names ``ALALLO_<SETTING>``, the URL and the reason.
+    """
+    if url is None:
+        return
+    name = f"ALALLO_{setting.upper()}"
+    try:
+        fs, root = open_location(url, setting)
+        probe = f"{root}/.alallo-write-check-{uuid.uuid4().hex}"
+        fs.makedirs(root, exist_ok=True)
+        fs.pipe_file(probe, b"alallo")
+        fs.rm_file(probe)
+    except Exception as exc:  # noqa: BLE001 - any backend's error: told in one line, below
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SettingError(f"{name} ({url}) cannot be written: {reason}",
+                           param=setting) from exc

@@ -73,20 +73,25 @@ class TrainerUser:
 def trainer_user(name: str | None) -> TrainerUser | None:
     """The user trainers run as: ``name`` when this process runs as root, else None.
 
+    The name is checked either way, so a mistyped setting is found on the machine
+    where it is written, not on the first one that runs as root.
+
     Args:
         name: ``Settings.trainer_user``.
 
     Raises:
         ValueError: ``name`` is not a user of this machine, or is root itself.
     """
-    if name is None or os.geteuid() != 0:
+    if name is None:
         return None
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        raise ValueError(f"trainer_user {name!r} is not a user on this machine") from None
+        raise ValueError(f"ALALLO_TRAINER_USER {name!r} is not a user on this machine") from None
     if entry.pw_uid == 0:
-        raise ValueError(f"trainer_user {name!r} is root: name an unprivileged user")
+        raise ValueError(f"ALALLO_TRAINER_USER {name!r} is root: name an unprivileged user")
+    if os.geteuid() != 0:
+        return None  # not root: trainers run as this process's own (unprivileged) user
     return TrainerUser(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
 
 

@@ -14,7 +14,7 @@ import errno
 import logging
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -50,11 +50,23 @@ def _configure_logging(level: int) -> None:
 
 
 def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+    """The settings, or one line saying which one is wrong (exit 1, no traceback)."""
+    from pydantic import ValidationError
+
     from alallo import Settings
 
     # Options given on the command line win over ALALLO_* variables.
     given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
-    return Settings(**{k: v for k, v in given.items() if v is not None})
+    try:
+        return Settings(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        name = f"ALALLO_{where.split('.')[0].upper()}" if where else "a setting"
+        detail = f" ({where})" if "." in where else ""
+        Console(stderr=True, highlight=False).print(
+            f"[red]Error: {name}{detail}: {first['msg']}[/red]", soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 async def _until_signal(stop: trio.Event) -> None:
@@ -101,9 +113,16 @@ def _run(settings: Settings, console: Console, then: Any = None) -> None:
     """Run the server; a port that cannot be bound ends with one line, not a traceback."""
     import trio
 
+    from alallo import SettingError
+
     try:
         trio.run(lambda: _run_server(settings, console, then=then))
-    except (OSError, BaseExceptionGroup) as exc:
+    except (OSError, SettingError, BaseExceptionGroup) as exc:
+        refused = _find(exc, SettingError)
+        if refused is not None:
+            Console(stderr=True, highlight=False).print(f"[red]Error: {refused.message}[/red]",
+                                                        soft_wrap=True)
+            raise typer.Exit(1) from None
         error = _find_os_error(exc)
         if error is None:
             raise
@@ -113,6 +132,19 @@ def _run(settings: Settings, console: Console, then: Any = None) -> None:
 
 
 _BIND_ERRORS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+E = TypeVar("E", bound=BaseException)
+
+
+def _find(exc: BaseException, kind: type[E]) -> E | None:
+    """``exc`` if it is a ``kind``, else the first ``kind`` inside it (exception groups)."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 def _find_os_error(exc: BaseException) -> OSError | None:

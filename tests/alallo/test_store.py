@@ -363,3 +363,32 @@ async def test_a_refused_change_fails_only_its_caller_and_its_batch_mates_are_co
             assert await store.get_job(one.id) == one
     finally:
         store.close()
+
+
+async def test_creating_an_account_that_another_server_is_creating_changes_nothing(
+        database_url: str) -> None:
+    # Two servers starting at once on a fresh database both create the local account:
+    # the second insert must wait for the first and then change nothing, not fail
+    # (it failed with UniqueViolation on accounts_pkey on PostgreSQL).
+    from alallo._store_schema import accounts
+
+    store = Store(database_url)
+    store.open()
+    other = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with other.connect() as c:
+            c.execute(accounts.insert().values(id="acct-local", name="first", balance=1.0,
+                                               billing_limit=0.0, created_at=1))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: store.ensure_account("acct-local", "second", 2.0, 2))
+                if c.dialect.name == "postgresql":  # wait until it waits for our row
+                    with trio.fail_after(30):
+                        while not c.execute(sa.text(
+                                "SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar():
+                            await trio.sleep(0.01)
+                c.commit()
+        row = await store.get_account("acct-local")
+    finally:
+        other.dispose()
+        store.close()
+    assert row is not None and (row["name"], row["balance"]) == ("first", 1.0)
