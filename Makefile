@@ -22,9 +22,8 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/alallo demo
 
-# The suite runs on SQLite, then again on PostgreSQL (127.0.0.1:5432, database `test`;
-# .ci/run starts the server), less the modules that never touch the store.
-STORELESS_TESTS := tests/actors tests/trainers tests/test_exports.py \
+# The suite runs on SQLite, then again on PostgreSQL, less the modules that never touch the store.
+STORELESS_TESTS := tests/actors tests/trainers tests/tools tests/test_exports.py \
 	tests/alallo/test_lifecycle.py tests/alallo/test_billing.py tests/alallo/test_timetext.py \
 	tests/alallo/test_plans.py tests/alallo/test_scheduler.py tests/alallo/test_client.py \
 	tests/alallo/test_cli.py tests/alallo/test_trainer_process.py tests/alallo/test_files.py
@@ -32,10 +31,14 @@ STORELESS_TESTS := tests/actors tests/trainers tests/test_exports.py \
 # opens and closes 10,000 streams; the store sees none of it).
 BACKEND_NEUTRAL_TESTS := tests/gateway/test_stream_leaks.py
 
+# `make test` brings what the suite needs, one line each (tests/tools/): a Chromium
+# (ALALLO_TEST_CHROMIUM) and a PostgreSQL server (ALALLO_TEST_POSTGRES_URL: the one named
+# there, else 127.0.0.1:5432 when it answers, else a private one, stopped at the end).
 # The two passes run at once (most of a test's time is spent waiting on servers and
 # trainers); each prints its report when it ends, and either failing fails `make test`.
 test: $(STAMP)
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
+	@$(PY) tests/tools/ensure_browser.py -- $(PY) tests/tools/ensure_postgres.py -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
 test-sqlite: $(STAMP)
 	mkdir -p $(TEST_TMP)

@@ -29,7 +29,8 @@ if TEST_DATABASE not in {"sqlite", "postgres"}:
     raise RuntimeError(f"ALALLO_TEST_DATABASE must be sqlite or postgres, not {TEST_DATABASE!r}")
 POSTGRES_URL = os.environ.get("ALALLO_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-"""Where the test databases are created (``CREATE DATABASE`` on this connection)."""
+"""Where the test databases are created (``CREATE DATABASE`` on this connection): ``make test``
+sets it to the server tests/tools/ensure_postgres.py chose; else the machine's own."""
 _DB_PREFIX = "alallo_test_"
 _databases: dict[Path, str] = {}
 

@@ -1,5 +1,5 @@
-"""Fixtures of the gateway tests: an HTTP client of the live server, and Debian's
-Chromium driven by Playwright for the dashboard's tests."""
+"""Fixtures of the gateway tests: an HTTP client of the live server, and Chromium
+(tests/browser.py) driven by Playwright for the dashboard's tests."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from browser import CHROMIUM, CHROMIUM_ARGS
+from browser import CHROMIUM_ARGS, chromium
 from support import LiveServer
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """A headless Chromium for the module's tests."""
+    executable = chromium()  # before Playwright starts: finding one may ask Playwright
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
