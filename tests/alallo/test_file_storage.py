@@ -116,11 +116,12 @@ async def test_a_runtime_with_another_data_dir_serves_and_deletes_the_upload(
 
 async def test_an_upload_the_url_refuses_is_not_recorded(
         tmp_path: Path, database_url: str) -> None:
-    blocker = tmp_path / "bucket"
-    blocker.write_text("a file where the store's directory should be")
+    bucket = tmp_path / "bucket"
     async with Runtime(Settings(data_dir=tmp_path / "a", database_url=database_url,
-                                storage_url=f"file://{blocker}")) as rt:
+                                storage_url=f"file://{bucket}")) as rt:
         account = await rt.authenticate(rt.api_key)
+        # writable at start (checked then); the location fails later
+        (bucket / "files").write_text("a file where the store's directory should be")
         with pytest.raises(OSError):
             await rt.upload_file(account, "t.jsonl", DATA)
         assert await rt.list_files(account) == []
