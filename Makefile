@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 TEST_TMP ?= /tmp/alallo-tests-$(shell id -u)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-sqlite test-postgres install bench bench-quick bench-full clean
+.PHONY: run test test-quick test-sqlite test-postgres install bench bench-quick bench-full clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -22,15 +22,8 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/alallo demo
 
-# The suite runs on SQLite, then again on PostgreSQL, less the modules that never touch the store.
-STORELESS_TESTS := tests/actors tests/trainers tests/tools tests/test_exports.py \
-	tests/alallo/test_lifecycle.py tests/alallo/test_billing.py tests/alallo/test_timetext.py \
-	tests/alallo/test_plans.py tests/alallo/test_scheduler.py tests/alallo/test_client.py \
-	tests/alallo/test_cli.py tests/alallo/test_trainer_process.py tests/alallo/test_files.py
-# ... and those whose subject does not depend on the backend (the streams' leak test
-# opens and closes 10,000 streams; the store sees none of it).
-BACKEND_NEUTRAL_TESTS := tests/gateway/test_stream_leaks.py
-
+# The suite runs on SQLite, then again on PostgreSQL, less the tests whose subject does not
+# depend on the backend; markers say which (registered in pyproject.toml, given in tests/conftest.py).
 # `make test` brings what the suite needs, one line each (tests/tools/): a Chromium
 # (ALALLO_TEST_CHROMIUM) and a PostgreSQL server (ALALLO_TEST_POSTGRES_URL: the one named
 # there, else 127.0.0.1:5432 when it answers, else a private one, stopped at the end).
@@ -47,7 +40,11 @@ test-sqlite: $(STAMP)
 test-postgres: $(STAMP)
 	mkdir -p $(TEST_TMP)
 	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest --basetemp=$(TEST_TMP)/postgres \
-		$(addprefix --ignore=,$(STORELESS_TESTS) $(BACKEND_NEUTRAL_TESTS))
+		-m "not unit and not any_backend"
+
+# What runs without a store or Chromium and trains nothing: a minute, for the edit-test loop.
+test-quick: $(STAMP)
+	$(PY) -m pytest -m "unit and not slow and not browser"
 
 # Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 # (`make bench --quick` cannot work: make itself rejects the unknown option;

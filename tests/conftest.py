@@ -1,4 +1,19 @@
-"""Fixtures shared by the whole suite: a real alallo server in its own process."""
+"""Fixtures shared by the whole suite (a real alallo server in its own process), and the
+markers that say what a test needs.
+
+Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
+
+- ``unit``: no store: pure code, actors, trainer programs, the client against a fake server.
+  Whole folders whose subject knows no store are marked here (``FOLDER_MARKERS``); a loose
+  module says ``pytestmark = pytest.mark.unit``. Runs once, in the SQLite pass.
+- ``any_backend``: uses a store that is not its subject; runs once, in the SQLite pass.
+- ``postgres``: needs PostgreSQL itself (tests/cluster/: many processes on one database);
+  deselected when ``ALALLO_TEST_DATABASE`` is sqlite.
+- ``integration``: everything else (a runtime or a server on the test backend); added here to
+  every test not marked otherwise, so a new test runs on both backends unless it says why not.
+- ``browser``: drives Chromium (added here to every test using the ``browser`` fixture).
+- ``slow``: real training or thousands of streams; ``make test-quick`` leaves them out.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +26,34 @@ from alallo.settings import Settings
 from support import (TEST_DATABASE, LiveServer, created_databases, database_url_for,
                      drop_databases, drop_orphan_databases, new_database_url, start_server,
                      stop_server)
+
+
+FOLDER_MARKERS = {"actors": "unit", "trainers": "unit", "tools": "unit", "cluster": "postgres"}
+"""Test folders (under tests/) whose every test needs the same: actors, trainer programs and
+the test tools never open a store; the cluster's tests are many processes on one PostgreSQL."""
+
+_ONE_PASS = ("unit", "any_backend", "postgres")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs (see the module docstring); on SQLite, deselect the
+    tests that need PostgreSQL (reported as deselected, not skipped)."""
+    tests = Path(__file__).parent
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+        if not any(item.get_closest_marker(name) for name in _ONE_PASS):
+            item.add_marker(pytest.mark.integration)
+        needs_postgres = item.get_closest_marker("postgres") is not None
+        (deselected if needs_postgres and TEST_DATABASE == "sqlite" else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", autouse=True)

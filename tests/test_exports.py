@@ -12,6 +12,8 @@ import alallo
 import alallo.trainers
 import gateway
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 
 

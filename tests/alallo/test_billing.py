@@ -18,6 +18,8 @@ from alallo.trainers import Progress as TrainerProgress
 
 from test_lifecycle import T0, new_job
 
+pytestmark = pytest.mark.unit
+
 
 def play(job: Job, *inputs: Input) -> tuple[Job, list[EventType], float]:
     """Apply inputs; return the job, the event types, and the net ledger (charges - refunds)."""

@@ -19,6 +19,8 @@ from alallo.cli import app
 from alallo.cli._watch import watch_job
 from alallo.client import Client
 
+pytestmark = pytest.mark.unit
+
 JobFactory = Callable[..., dict[str, Any]]
 SseBody = Callable[..., bytes]
 Route = Callable[[httpx.Request], httpx.Response]

@@ -13,6 +13,8 @@ import pytest
 
 from alallo.client import ApiError, Client, ClientError, StreamItem
 
+pytestmark = pytest.mark.unit
+
 Handler = Callable[[httpx.Request], httpx.Response]
 JobFactory = Callable[..., dict[str, Any]]
 SseBody = Callable[..., bytes]

@@ -9,6 +9,8 @@ import pytest
 from alallo import InvalidFile
 from alallo._files import check_jsonl
 
+pytestmark = pytest.mark.unit
+
 
 def lines(*rows: object) -> bytes:
     return "\n".join(json.dumps(r) for r in rows).encode() + b"\n"

@@ -18,6 +18,8 @@ from alallo._lifecycle import (
 )
 from alallo.trainers import Checkpoint, Done, Error, Progress as TrainerProgress, Stage
 
+pytestmark = pytest.mark.unit
+
 T0 = 1_700_000_000.0
 
 

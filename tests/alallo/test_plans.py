@@ -9,6 +9,8 @@ from alallo._capacity import NodeSpec, Pool
 from alallo._catalogue import Catalogue
 from alallo._plans import bytes_per_parameter, memory_gb, plan_options
 
+pytestmark = pytest.mark.unit
+
 CATALOGUE = Catalogue()
 
 

@@ -15,6 +15,8 @@ from alallo._capacity import NodeSpec, Pool
 from alallo._job import Plan
 from alallo._scheduler import Acquire, Grant, QueueSnapshot, Release, Scheduler, SchedulerMessage
 
+pytestmark = pytest.mark.unit
+
 
 def plan(devices: int = 1, training_s: float = 100.0, device: str = "A100-80GB",
          price_per_hour: float = 1.0) -> Plan:

@@ -13,6 +13,8 @@ from alallo.trainers import Progress as TrainerProgress
 
 from test_lifecycle import T0, new_job
 
+pytestmark = pytest.mark.unit
+
 
 def test_estimate_reads_like_the_seed() -> None:
     assert TimeRange(low_s=40 * 60, high_s=1.3 * 3600).text == "40 min to 1.3 h"

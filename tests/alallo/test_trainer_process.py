@@ -13,6 +13,8 @@ import trio
 from alallo import _warm
 from alallo._trainer_process import TrainerProcess
 
+pytestmark = pytest.mark.unit
+
 
 def alive(pid: int) -> bool:
     try:

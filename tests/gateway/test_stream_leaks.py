@@ -40,7 +40,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support import REPO, server_env
+
+pytestmark = [pytest.mark.any_backend, pytest.mark.slow]
 
 RUNNER = Path(__file__).with_name("stream_cycles.py")
 HEAP_TOLERANCE_PER_CYCLE = 0.5

@@ -14,6 +14,8 @@ import pytest
 
 from support import EXAMPLES, LiveServer, read_stream, statuses, upload
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:

@@ -33,6 +33,8 @@ from alallo.trainers import (
 )
 from alallo.trainers._data import load_training_dataset
 
+pytestmark = pytest.mark.slow
+
 _Message = Log | Stage | Progress | Checkpoint | Done | Error
 
 
