@@ -27,11 +27,9 @@ own ``user=`` (applied after ``preexec_fn``) is not used.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -40,28 +38,20 @@ from typing import Protocol
 import trio
 
 from . import _warm
+from ._posix import die_with_parent, kill_group, take_on_user
 from ._trainer_env import TrainerUser, scrubbed_environment
 
 __all__ = ["TrainerProcess"]
 
-_PR_SET_PDEATHSIG = 1
 _MAX_LINE = 64 * 1024
-
-
-def _die_with_parent() -> None:  # runs in the child, between fork and exec
-    if sys.platform == "linux":
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def become(user: TrainerUser | None) -> None:
     """In a child, before exec: take on ``user`` (no supplementary groups), then arm
     the parent-death signal (a change of user clears it). Nothing to take on for None."""
     if user is not None:
-        os.setgroups([])
-        os.setgid(user.gid)
-        os.setuid(user.uid)
-    _die_with_parent()
+        take_on_user(user.uid, user.gid)
+    die_with_parent()
 
 
 class _Child(Protocol):
@@ -179,18 +169,12 @@ class TrainerProcess:
                     self.returncode = await self._stop(process)
             else:
                 self.returncode = code
-            _kill_group(process.pid, signal.SIGKILL)
+            kill_group(process.pid, signal.SIGKILL)
 
     async def _stop(self, process: _Child) -> int:
-        _kill_group(process.pid, signal.SIGTERM)
+        kill_group(process.pid, signal.SIGTERM)
         with trio.move_on_after(self.grace_s):
             return await process.wait()
-        _kill_group(process.pid, signal.SIGKILL)
+        kill_group(process.pid, signal.SIGKILL)
         return await process.wait()
 
-
-def _kill_group(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

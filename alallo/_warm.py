@@ -31,6 +31,7 @@ from pathlib import Path
 
 import trio
 
+from ._posix import die_with_parent
 from ._trainer_env import TrainerUser
 from ._warm_process import PRELOAD
 
@@ -86,7 +87,6 @@ class WarmProcess:
 
     def start(self) -> None:
         """Start the warm process (call from the Trio thread); it imports in the background."""
-        from ._trainer_process import _die_with_parent
 
         self.stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -94,7 +94,7 @@ class WarmProcess:
             self.process = subprocess.Popen(
                 [self.python, "-m", "alallo._warm_process", str(theirs.fileno()), self.module],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
                 env=self.env,
             )
         except BaseException:

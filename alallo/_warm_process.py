@@ -46,7 +46,6 @@ exits when the server closes the socket, or with the server.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import os
@@ -58,6 +57,7 @@ import traceback
 import warnings
 from typing import Any
 
+from alallo._posix import die_with_parent, take_on_user
 from alallo.trainers._env import QUIET_ENV
 
 __all__ = ["PRELOAD", "main"]
@@ -74,14 +74,7 @@ PRELOAD: dict[str, tuple[str, ...]] = {
 
 Each module has ``main(argv) -> int``, as the built-in trainers do."""
 
-_PR_SET_PDEATHSIG = 1
 _MAX_REQUEST = 1 << 20
-
-
-def _die_with_parent() -> None:
-    if sys.platform == "linux":
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,11 +176,8 @@ def _fork_trainer(module: str, request: dict[str, Any], output: int, owned: list
     try:
         os.setsid()
         if request.get("user"):  # before the parent-death signal: a new user clears it
-            uid, gid = request["user"]
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-        _die_with_parent()
+            take_on_user(*request["user"])
+        die_with_parent()
         if os.getppid() != parent:  # the warm process died before the signal was armed
             os._exit(137)
         for fd in owned:

@@ -15,10 +15,12 @@ import typer
 from alallo.cli._accounts import accounts_app, keys_app
 from alallo.cli._dashboard import dashboard
 from alallo.cli._capacity import capacity
+from alallo.cli._db import db_app
 from alallo.cli._files import files_app
 from alallo.cli._nodes import nodes_app
 from alallo.cli._jobs import estimate, jobs_app
 from alallo.cli._models import models_app
+from alallo.cli._serve import demo, serve
 from alallo.cli._trainers import trainers
 
 __all__ = ["app", "main"]
@@ -33,16 +35,16 @@ app.add_typer(files_app, name="files")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(models_app, name="models")
 app.add_typer(nodes_app, name="nodes")
+app.add_typer(db_app, name="db")
 app.command("trainers")(trainers)
 app.command("estimate")(estimate)
 app.command("capacity")(capacity)
 app.command("dashboard")(dashboard)
+app.command("serve")(serve)
+app.command("demo")(demo)
 
 
 def main() -> None:
     """The ``alallo`` program (``[project.scripts]``)."""
     app()
 
-
-import alallo.cli._serve  # noqa: E402, F401  (registers `serve` and `demo` on `app`)
-import alallo.cli._db  # noqa: E402, F401  (registers `db`)

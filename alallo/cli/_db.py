@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from alallo.cli import app
 from alallo.cli._common import console, fail
 
 __all__ = ["db_app", "upgrade"]
@@ -61,5 +60,3 @@ def upgrade(database_url: DatabaseUrlOption = None, data_dir: DataDirOption = No
     head = " (the newest)" if revision == head_revision() else ""
     console().print(f"The database {shown} is at revision {revision}{head}.", soft_wrap=True)
 
-
-app.add_typer(db_app, name="db")

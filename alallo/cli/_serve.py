@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from alallo.cli import app
 
 if TYPE_CHECKING:
     import trio
@@ -213,6 +212,3 @@ def demo(
     if exit_after and (job is None or job.get("status") != "succeeded"):
         raise typer.Exit(1)
 
-
-app.command("serve")(serve)
-app.command("demo")(demo)
