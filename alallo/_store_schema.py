@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ._status import JobStatus
+
 __all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "accounts", "api_keys", "files", "job_feed",
            "job_items", "jobs", "ledger", "metadata", "nodes"]
 
@@ -105,7 +107,8 @@ job_feed = sa.Table(
     sa.Index("job_feed_account_position", "account_id", "position", unique=True),
 )
 
-LIVE_STATUSES = ("queued", "running", "re-scheduling", "cancelling")
+LIVE_STATUSES = tuple(status.value for status in JobStatus if not status.is_final)
+"""The ``jobs.status`` values of jobs not yet ended: queued, running, re-scheduling, cancelling."""
 
 NOTIFY_CHANNEL = "alallo"
 """The PostgreSQL channel of change notices: ``"<kind> <node> <job> <account>"`` payloads."""
