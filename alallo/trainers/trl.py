@@ -42,70 +42,35 @@ initialises no CUDA (a CUDA context does not survive a fork).
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import json
 import os
 import sys
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ._data import UserDataError, file_hash, read_rows, tree_hash
+from ._data import UserDataError, file_hash, read_rows
 from ._env import QUIET_ENV
-from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, TrainerConfig, emit
+from ._protocol import Done, Error, Log, Stage, TrainerConfig
+from ._trl_model import UserModelError, is_users_model, load_model, lora_config, quiet_libraries
+from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
 from ._wandb import WandbFailed, WandbRun, start_wandb
 from .tiny import TINY_GPT2, build_tiny_gpt2
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
-    from peft import LoraConfig
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["main"]
 
 _SAVE_TOTAL_LIMIT = 2
 _ONE_THREAD_BELOW_PARAMS = 10_000_000
-_NOT_HASHED = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state", "training_args.bin")
 
 
 class _SettingsError(ValueError):
     """A setting this trainer cannot honour here; reported as a user error."""
-
-
-class _UserModelError(ValueError):
-    """The user's own model directory cannot be loaded; reported as a user error."""
-
-
-_MESSAGE_CHARS = 300
-"""A library's error can run long (transformers lists every model type it knows)."""
-
-
-class _Protocol:
-    """Writes protocol lines to the real stdout, given when entered.
-
-    Inside ``with _Protocol() as out:`` ``sys.stdout`` is stderr: libraries
-    print to stdout now and then (``Trainer``'s log printer, stray warnings),
-    and this keeps stdout protocol lines only.
-    """
-
-    def __init__(self) -> None:
-        self._stream: TextIO = sys.stdout
-
-    def __enter__(self) -> _Protocol:
-        self._stream = sys.stdout
-        sys.stdout = sys.stderr
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        sys.stdout = self._stream
-
-    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error | Integration) -> None:
-        with contextlib.redirect_stdout(self._stream):
-            emit(message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     # the user who reads the job's log.
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    with _Protocol() as out:
+    with ProtocolOut() as out:
         try:
             config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
             _train(config, out)
         except WandbFailed:
             return 1
-        except (UserDataError, _SettingsError, _UserModelError) as exc:
+        except (UserDataError, _SettingsError, UserModelError) as exc:
             out(Error(kind="user", message=str(exc)))
             return 1
         except ValidationError as exc:
@@ -159,17 +124,17 @@ def _platform_message(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _train(config: TrainerConfig, out: _Protocol) -> None:
+def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     model_dir = Path(config.model)
     if config.precision == "4-bit" and config.adapter != "lora":
         raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')
     data_file = Path(config.training_file)
     rows = read_rows(data_file, config.data_format)
-    resume_step = _checkpoint_step(Path(config.resume_from)) if config.resume_from else None
+    resume_step = checkpoint_step(Path(config.resume_from)) if config.resume_from else None
 
     if not (model_dir / "config.json").is_file():
-        if _is_users_model(config):
-            raise _UserModelError(f"the model directory {model_dir} has no config.json")
+        if is_users_model(config):
+            raise UserModelError(f"the model directory {model_dir} has no config.json")
         if config.model_name != TINY_GPT2:
             raise RuntimeError(f"model directory {model_dir} has no config.json")
         # The built-in model is built on first use, by whichever trainer
@@ -183,8 +148,8 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
     if config.precision == "4-bit" and not cuda:
         raise _SettingsError('precision "4-bit" needs a GPU (QLoRA); this machine has none')
     bf16 = cuda and torch.cuda.is_bf16_supported()
-    _quiet_libraries()
-    model, tokenizer = _load_model(config, bf16=bf16)
+    quiet_libraries()
+    model, tokenizer = load_model(config, bf16=bf16)
     if not cuda and "OMP_NUM_THREADS" not in os.environ:
         if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:
             # A small model's matrices are too small to split: measured on
@@ -223,101 +188,7 @@ def _train(config: TrainerConfig, out: _Protocol) -> None:
         run.finish()
     trainer.save_model(config.output_dir)
     out(Log(text="Training complete"))
-    out(Done(model_path=config.output_dir, hash=_model_hash(Path(config.output_dir))))
-
-
-def _model_hash(directory: Path) -> str:
-    # Optimizer, scheduler and RNG state are big and only serve resuming; the
-    # pickled arguments hold paths. Without them, identical runs hash alike.
-    return tree_hash(directory, skip=_NOT_HASHED)
-
-
-def _quiet_libraries() -> None:
-    import transformers
-
-    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    import datasets
-
-    datasets.logging.set_verbosity_error()
-    datasets.disable_progress_bars()
-
-
-def _load_model(
-    config: TrainerConfig, *, bf16: bool
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    kwargs: dict[str, Any] = {}
-    if config.precision == "4-bit":
-        kwargs["quantization_config"] = _bnb_config(bf16=bf16)
-        kwargs["device_map"] = {"": 0}
-    if bf16 and config.adapter == "lora":
-        # The frozen base can live in bf16; full fine-tuning keeps fp32
-        # master weights and trains under bf16 autocast instead.
-        kwargs["dtype"] = torch.bfloat16
-    try:
-        model = AutoModelForCausalLM.from_pretrained(config.model, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        # What transformers raises for a config, weights or tokenizer it cannot
-        # read; torch's out-of-memory is a RuntimeError and stays alallo's.
-        if not _is_users_model(config):
-            raise
-        raise _UserModelError(
-            f"cannot load the model {config.model_name}: {_shortened(str(exc))}") from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if config.precision == "4-bit":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(  # type: ignore[no-untyped-call]
-            model, use_gradient_checkpointing=True
-        )
-    return model, tokenizer
-
-
-def _is_users_model(config: TrainerConfig) -> bool:
-    """The job names a model directory of the user's (an absolute path), not a catalogue model."""
-    return Path(config.model_name).is_absolute()
-
-
-def _shortened(message: str) -> str:
-    first = " ".join(message.split())
-    return first if len(first) <= _MESSAGE_CHARS else first[: _MESSAGE_CHARS - 1] + "…"
-
-
-def _bnb_config(*, bf16: bool) -> Any:
-    import torch
-    from transformers import BitsAndBytesConfig
-
-    if importlib.util.find_spec("bitsandbytes") is None:
-        raise RuntimeError("4-bit training needs the bitsandbytes package, which is not installed")
-    return BitsAndBytesConfig(  # type: ignore[no-untyped-call]
-        load_in_4bit=True,
-        bnb_4bit_quant_type="nf4",
-        bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
-    )
-
-
-def _lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:
-    from peft import LoraConfig
-    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as KNOWN
-
-    model_type = getattr(model.config, "model_type", None)
-    # None lets peft pick its known modules for the architecture; GPT-2's
-    # c_attn is a Conv1D, whose weight is stored transposed (fan_in_fan_out).
-    targets: list[str] | str | None = None if model_type in KNOWN else "all-linear"
-    return LoraConfig(
-        r=config.lora_rank,
-        lora_alpha=2 * config.lora_rank,
-        lora_dropout=0.0,
-        target_modules=targets,
-        fan_in_fan_out=model_type == "gpt2",
-        task_type="CAUSAL_LM",
-    )
+    out(Done(model_path=config.output_dir, hash=model_hash(Path(config.output_dir))))
 
 
 def _build_trainer(
@@ -325,7 +196,7 @@ def _build_trainer(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     dataset: Dataset,
-    out: _Protocol,
+    out: ProtocolOut,
     run: WandbRun | None,
     *,
     max_length: int,
@@ -363,91 +234,17 @@ def _build_trainer(
         dataset_text_field="text",
         packing=False,
     )
-    peft_config = _lora_config(config, model) if config.adapter == "lora" else None
+    peft_config = lora_config(config, model) if config.adapter == "lora" else None
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_progress_callback(out, run)],
+        callbacks=[progress_callback(out, run)],
     )
     trainer.remove_callback(PrinterCallback)
     return trainer
-
-
-def _progress_callback(out: _Protocol, run: WandbRun | None) -> Any:
-    from transformers import TrainerCallback
-
-    class _ProgressCallback(TrainerCallback):
-        """Reports each step once, in order, with its loss on logging steps.
-
-        ``on_step_end`` runs before ``Trainer`` logs the step, so a logging
-        step is held back until ``on_log`` brings its loss; any hook after
-        that (save, next step, end) reports a held step without one.
-        """
-
-        def __init__(self) -> None:
-            self._reported = -1
-            self._held: int | None = None
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._flush(state)
-            if state.global_step >= state.max_steps:
-                control.should_log = True  # the last step's loss, not just every logging_steps
-            if control.should_log:
-                self._held = state.global_step
-            else:
-                self._report(state, None)
-
-        def on_log(
-            self,
-            args: Any,
-            state: Any,
-            control: Any,
-            logs: dict[str, Any] | None = None,
-            **kwargs: Any,
-        ) -> None:
-            if self._held == state.global_step and logs is not None and "loss" in logs:
-                self._held = None
-                self._report(state, float(logs["loss"]))
-
-        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._flush(state)
-            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            out(Checkpoint(step=state.global_step, path=str(path), hash=_model_hash(path)))
-            out(Log(text=f"Checkpoint saved at step {state.global_step}"))
-
-        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._flush(state)
-
-        def _flush(self, state: Any) -> None:
-            if self._held is not None:
-                self._held = None
-                self._report(state, None)
-
-        def _report(self, state: Any, loss: float | None) -> None:
-            step = state.global_step
-            if step <= self._reported:
-                return
-            self._reported = step
-            out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
-            if loss is not None:
-                out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
-                if run is not None:
-                    run.log({"train/loss": loss}, step=step)
-
-    return _ProgressCallback()
-
-
-def _checkpoint_step(path: Path) -> int:
-    try:
-        return int(json.loads((path / "trainer_state.json").read_text())["global_step"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RuntimeError(
-            f"cannot resume from {path}: expected a Trainer checkpoint directory "
-            f"with trainer_state.json ({exc})"
-        ) from exc
 
 
 if __name__ == "__main__":
