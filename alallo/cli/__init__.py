@@ -18,7 +18,8 @@ from alallo.cli._capacity import capacity
 from alallo.cli._db import db_app
 from alallo.cli._files import files_app
 from alallo.cli._nodes import nodes_app
-from alallo.cli._jobs import estimate, jobs_app
+from alallo.cli._estimate import estimate
+from alallo.cli._jobs import jobs_app
 from alallo.cli._models import models_app
 from alallo.cli._serve import demo, serve
 from alallo.cli._trainers import trainers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,7 +14,6 @@ from rich.text import Text
 from alallo._client_types import TrainingLogLine
 from alallo._status import JobStatus
 from alallo.cli._common import (
-    fail,
     ApiKeyOption,
     JsonOption,
     UrlOption,
@@ -31,11 +30,26 @@ from alallo.cli._common import (
     time_left_text,
     timestamp,
 )
+from alallo.cli._estimate import (
+    AdapterOption,
+    BatchSizeOption,
+    EpochsOption,
+    GoalOption,
+    LearningRateOption,
+    LoraRankOption,
+    MaxStepsOption,
+    ModelOption,
+    PrecisionOption,
+    TrainerOption,
+    TrainingFileOption,
+    confirm,
+    hyperparameter_fields,
+)
 from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
-from alallo.client import Client, HyperparameterFields
+from alallo.client import Client
 
-__all__ = ["estimate", "jobs_app"]
+__all__ = ["jobs_app"]
 
 jobs_app = typer.Typer(rich_markup_mode=None, 
     no_args_is_help=True, help="Create, follow, inspect and cancel fine-tuning jobs."
@@ -46,32 +60,6 @@ LOG_TAIL_LINES = 20
 NO_LOG_YET = "No log yet. It appears once training starts."
 
 JobIdArgument = Annotated[str, typer.Argument(help="A job id, ft-…", show_default=False)]
-ModelOption = Annotated[str, typer.Option("--model", help="A model id from `alallo models`.")]
-TrainingFileOption = Annotated[
-    str, typer.Option("--training-file", help="An uploaded file id, file-…")
-]
-AdapterOption = Annotated[
-    Literal["lora", "full"] | None, typer.Option(help="Train a LoRA adapter or all weights.")
-]
-PrecisionOption = Annotated[
-    Literal["16-bit", "4-bit"] | None, typer.Option(help="Precision of the weights.")
-]
-GoalOption = Annotated[
-    Literal["lowest_cost", "fastest_finish"] | None, typer.Option(help="What to optimise for.")
-]
-EpochsOption = Annotated[int | None, typer.Option("--epochs", min=1, help="Passes over the data.")]
-MaxStepsOption = Annotated[
-    int | None, typer.Option(min=1, help="Steps to train (wins over --epochs).")
-]
-BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Examples per step.")]
-LearningRateOption = Annotated[float | None, typer.Option(min=0.0, help="Learning rate.")]
-LoraRankOption = Annotated[int | None, typer.Option(min=1, help="Rank of the LoRA matrices.")]
-TrainerOption = Annotated[
-    str | None,
-    typer.Option(help="The trainer, by name: trl (real training, the default), simulated "
-                      "(whose steps take far less time), or one the operator registered "
-                      "(`alallo trainers`).", show_default=False),
-]
 
 
 @jobs_app.command("create")
@@ -104,13 +92,13 @@ def create(
     The estimate of time and price comes first, and on a terminal you are
     asked to confirm it (``--yes`` skips the question; scripts are not asked).
     """
-    hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
+    hyperparameters = hyperparameter_fields(epochs, max_steps, batch_size, learning_rate, lora_rank)
     with open_client(url, api_key) as client:
         if not as_json:
             quote = client.estimate(
                 model=model, training_file=training_file, adapter=adapter, precision=precision,
                 goal=goal, hyperparameters=hyperparameters, trainer=trainer)
-            _confirm(quote, ask=not yes and sys.stdin.isatty(), trainer=trainer)
+            confirm(quote, ask=not yes and sys.stdin.isatty(), trainer=trainer)
         job = client.create_job(
             model=model,
             training_file=training_file,
@@ -131,73 +119,6 @@ def create(
             out.print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
         if watch:
             _watch(client, job["id"])
-
-
-def estimate(
-    model: ModelOption,
-    training_file: Annotated[
-        str | None, typer.Option("--training-file", help="An uploaded file id, file-…")
-    ] = None,
-    adapter: AdapterOption = None,
-    precision: PrecisionOption = None,
-    goal: GoalOption = None,
-    epochs: EpochsOption = None,
-    max_steps: MaxStepsOption = None,
-    batch_size: BatchSizeOption = None,
-    learning_rate: LearningRateOption = None,
-    lora_rank: LoraRankOption = None,
-    trainer: TrainerOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Estimate time and price of a job without creating it.
-
-    ``--trainer simulated`` gives the estimate that ``jobs create --trainer
-    simulated`` shows: the simulator's steps take far less time than real
-    training, so its time and price are lower.
-    """
-    hyperparameters = _hyperparameters(epochs, max_steps, batch_size, learning_rate, lora_rank)
-    with open_client(url, api_key) as client:
-        answer = client.estimate(
-            model=model,
-            training_file=training_file,
-            adapter=adapter,
-            precision=precision,
-            goal=goal,
-            hyperparameters=hyperparameters,
-            trainer=trainer,
-        )
-    if as_json:
-        print_json(answer)
-        return
-    out = console()
-    if not answer.get("available", True):
-        out.print(Text(str(answer.get("reason") or "Not available right now."), style="yellow"))
-        if answer.get("detail"):
-            out.print(Text(f"{answer['detail']}."))
-        return
-    grid = Table.grid(padding=(0, 2))
-    time_range = answer.get("time")
-    grid.add_row("Time", time_range["text"] if time_range else "-")
-    grid.add_row("Price", price_range(answer.get("price") or {}))
-    plan = answer.get("plan")
-    if plan:
-        grid.add_row(
-            "Plan",
-            f"{plan.get('devices', '?')} × {plan.get('device_type', '?')}, "
-            f"{plan.get('memory_gb', '?')} GB",
-        )
-    if trainer == "simulated":
-        grid.add_row("Trainer", _SIMULATED)
-    if answer.get("note"):
-        grid.add_row("Capacity", str(answer["note"]))
-    if answer.get("allowed_to_proceed") is False:
-        grid.add_row(
-            "Balance",
-            Text("The upper price exceeds your balance plus billing limit.", style="red"),
-        )
-    out.print(grid)
 
 
 @jobs_app.command("list")
@@ -389,22 +310,6 @@ def _watch(client: Client, job_id: str) -> None:
         raise typer.Exit(1)
 
 
-def _hyperparameters(
-    epochs: int | None,
-    max_steps: int | None,
-    batch_size: int | None,
-    learning_rate: float | None,
-    lora_rank: int | None,
-) -> HyperparameterFields:
-    return HyperparameterFields(
-        n_epochs=epochs,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        lora_rank=lora_rank,
-    )
-
-
 def _method_text(job: Mapping[str, Any]) -> str:
     method = job.get("method")
     parts = [method if isinstance(method, str) else None, job.get("adapter"), job.get("precision")]
@@ -422,28 +327,3 @@ def _price_detail(job: Mapping[str, Any]) -> str:
     return text
 
 
-_SIMULATED = "simulated: its steps take far less time and cost than real training"
-
-
-def _confirm(quote: Mapping[str, Any], *, ask: bool, trainer: str | None) -> None:
-    """Show an estimate; stop if the job cannot run, or if the user says no."""
-    out = console()
-    if not quote.get("available", True):
-        reason = str(quote.get("reason") or "Not available right now.")
-        fail(f"{reason} {quote['detail']}." if quote.get("detail") else reason)
-    out.print(f"Estimate: {_estimate_text(quote)}", markup=False)
-    if trainer == "simulated":
-        out.print(f"Trainer: {_SIMULATED}", markup=False)
-    if quote.get("note"):
-        out.print(quote["note"], markup=False)
-    if quote.get("allowed_to_proceed") is False:
-        out.print("Your balance and billing limit do not cover the upper price.", style="yellow")
-    if ask and not typer.confirm("Create the job?", default=True):
-        raise typer.Exit(1)
-
-
-def _estimate_text(estimate: Mapping[str, Any]) -> str:
-    parts = [str((estimate.get("time") or {}).get("text") or "")]
-    if estimate.get("price"):
-        parts.append(price_range(estimate["price"]))
-    return ", ".join(part for part in parts if part)
