@@ -3,7 +3,7 @@
 The embedding API is :class:`Runtime` with :class:`Settings`; the HTTP
 clients are :class:`Client` and :class:`AsyncClient` (from
 :mod:`alallo.client`), whose results are typed by the TypedDicts of
-:mod:`alallo._client_types` (:class:`FineTuningJob`, :class:`FileObject`,
+:mod:`alallo.client._types` (:class:`FineTuningJob`, :class:`FileObject`,
 :class:`Page`...); the command line is ``alallo``.
 
 The names below are loaded on first use (PEP 562): a trainer process
@@ -18,38 +18,38 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._async_client import AsyncClient as AsyncClient
-    from ._client_types import Capacity as Capacity
-    from ._client_types import CapacityNode as CapacityNode
-    from ._client_types import Checkpoint as Checkpoint
-    from ._client_types import CheckpointList as CheckpointList
-    from ._client_types import CheckpointMetrics as CheckpointMetrics
-    from ._client_types import DashboardLink as DashboardLink
-    from ._client_types import Estimate as Estimate
-    from ._client_types import EstimatePlan as EstimatePlan
-    from ._client_types import EstimatePrice as EstimatePrice
-    from ._client_types import FileDeleted as FileDeleted
-    from ._client_types import FileList as FileList
-    from ._client_types import FileObject as FileObject
-    from ._client_types import FineTuningJob as FineTuningJob
-    from ._client_types import Health as Health
-    from ._client_types import JobError as JobError
-    from ._client_types import JobEvent as JobEvent
-    from ._client_types import JobEventList as JobEventList
-    from ._client_types import JobList as JobList
-    from ._client_types import LatestCheckpoint as LatestCheckpoint
-    from ._client_types import LogPage as LogPage
-    from ._client_types import Model as Model
-    from ._client_types import ModelList as ModelList
-    from ._client_types import NodeDrain as NodeDrain
-    from ._client_types import Page as Page
-    from ._client_types import Price as Price
-    from ._client_types import PriceRange as PriceRange
-    from ._client_types import Progress as Progress
-    from ._client_types import TimeRange as TimeRange
-    from ._client_types import Trainer as Trainer
-    from ._client_types import TrainerList as TrainerList
-    from ._client_types import TrainingLogLine as TrainingLogLine
+    from .client._async import AsyncClient as AsyncClient
+    from .client._types import Capacity as Capacity
+    from .client._types import CapacityNode as CapacityNode
+    from .client._types import Checkpoint as Checkpoint
+    from .client._types import CheckpointList as CheckpointList
+    from .client._types import CheckpointMetrics as CheckpointMetrics
+    from .client._types import DashboardLink as DashboardLink
+    from .client._types import Estimate as Estimate
+    from .client._types import EstimatePlan as EstimatePlan
+    from .client._types import EstimatePrice as EstimatePrice
+    from .client._types import FileDeleted as FileDeleted
+    from .client._types import FileList as FileList
+    from .client._types import FileObject as FileObject
+    from .client._types import FineTuningJob as FineTuningJob
+    from .client._types import Health as Health
+    from .client._types import JobError as JobError
+    from .client._types import JobEvent as JobEvent
+    from .client._types import JobEventList as JobEventList
+    from .client._types import JobList as JobList
+    from .client._types import LatestCheckpoint as LatestCheckpoint
+    from .client._types import LogPage as LogPage
+    from .client._types import Model as Model
+    from .client._types import ModelList as ModelList
+    from .client._types import NodeDrain as NodeDrain
+    from .client._types import Page as Page
+    from .client._types import Price as Price
+    from .client._types import PriceRange as PriceRange
+    from .client._types import Progress as Progress
+    from .client._types import TimeRange as TimeRange
+    from .client._types import Trainer as Trainer
+    from .client._types import TrainerList as TrainerList
+    from .client._types import TrainingLogLine as TrainingLogLine
     from ._errors import AlalloError as AlalloError
     from ._errors import Conflict as Conflict
     from ._errors import Forbidden as Forbidden
@@ -75,54 +75,54 @@ _ORIGINS = {
     "LOCAL_ACCOUNT": "._runtime",
     "AlalloError": "._errors",
     "AsyncClient": ".client",
-    "Capacity": "._client_types",
-    "CapacityNode": "._client_types",
-    "Checkpoint": "._client_types",
-    "CheckpointList": "._client_types",
-    "CheckpointMetrics": "._client_types",
+    "Capacity": ".client._types",
+    "CapacityNode": ".client._types",
+    "Checkpoint": ".client._types",
+    "CheckpointList": ".client._types",
+    "CheckpointMetrics": ".client._types",
     "Client": ".client",
     "Conflict": "._errors",
-    "DashboardLink": "._client_types",
-    "Estimate": "._client_types",
-    "EstimatePlan": "._client_types",
-    "EstimatePrice": "._client_types",
+    "DashboardLink": ".client._types",
+    "Estimate": ".client._types",
+    "EstimatePlan": ".client._types",
+    "EstimatePrice": ".client._types",
     "Event": "._job",
     "EventType": "._status",
-    "FileDeleted": "._client_types",
-    "FileList": "._client_types",
-    "FileObject": "._client_types",
-    "FineTuningJob": "._client_types",
+    "FileDeleted": ".client._types",
+    "FileList": ".client._types",
+    "FileObject": ".client._types",
+    "FineTuningJob": ".client._types",
     "Forbidden": "._errors",
-    "Health": "._client_types",
+    "Health": ".client._types",
     "InvalidFile": "._errors",
     "InvalidRequest": "._errors",
     "InvalidTransition": "._errors",
     "Job": "._job",
-    "JobError": "._client_types",
-    "JobEvent": "._client_types",
-    "JobEventList": "._client_types",
-    "JobList": "._client_types",
+    "JobError": ".client._types",
+    "JobEvent": ".client._types",
+    "JobEventList": ".client._types",
+    "JobList": ".client._types",
     "JobSpec": "._spec",
     "JobStatus": "._status",
-    "LatestCheckpoint": "._client_types",
+    "LatestCheckpoint": ".client._types",
     "LogLine": "._job",
-    "LogPage": "._client_types",
+    "LogPage": ".client._types",
     "Message": "._status",
-    "Model": "._client_types",
-    "ModelList": "._client_types",
-    "NodeDrain": "._client_types",
+    "Model": ".client._types",
+    "ModelList": ".client._types",
+    "NodeDrain": ".client._types",
     "NotFound": "._errors",
-    "Page": "._client_types",
-    "Price": "._client_types",
-    "PriceRange": "._client_types",
-    "Progress": "._client_types",
+    "Page": ".client._types",
+    "Price": ".client._types",
+    "PriceRange": ".client._types",
+    "Progress": ".client._types",
     "Runtime": "._runtime",
     "SettingError": "._errors",
     "Settings": ".settings",
-    "TimeRange": "._client_types",
-    "Trainer": "._client_types",
-    "TrainerList": "._client_types",
-    "TrainingLogLine": "._client_types",
+    "TimeRange": ".client._types",
+    "Trainer": ".client._types",
+    "TrainerList": ".client._types",
+    "TrainingLogLine": ".client._types",
     "Unauthorized": "._errors",
 }
 

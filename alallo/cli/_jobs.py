@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from alallo._client_types import TrainingLogLine
+from alallo.client._types import TrainingLogLine
 from alallo._status import JobStatus
 from alallo.cli._common import (
     ApiKeyOption,

@@ -12,11 +12,11 @@ import anyio
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
-from alallo import _client_base as base
-from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
+from alallo.client import _base as base
+from alallo.client._base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
                                  FILES_PAGE_SIZE, LOG_PAGE_SIZE, JobSpecFields, StreamItem)
-from alallo._client_errors import ClientError
-from alallo._client_types import (
+from alallo.client._errors import ClientError
+from alallo.client._types import (
     Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
     FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
     TrainerList, TrainingLogLine,
@@ -30,7 +30,7 @@ class AsyncClient:
 
     The same methods as :class:`alallo.client.Client` (each documented
     there), as coroutines, with the same typed results (TypedDicts of
-    :mod:`alallo._client_types`, plain dicts at runtime); the ``iter_*``
+    :mod:`alallo.client._types`, plain dicts at runtime); the ``iter_*``
     methods and :meth:`watch` are async iterators. It runs on HTTPX's
     ``AsyncClient``, which runs on AnyIO, so it works under Trio and under
     asyncio alike::

@@ -20,8 +20,8 @@ from typing import Any, Literal, Required, TypedDict, TypeVar
 import httpx
 from httpx_sse import ServerSentEvent
 
-from alallo._client_errors import ApiError, ClientError
-from alallo._client_types import Page
+from alallo.client._errors import ApiError, ClientError
+from alallo.client._types import Page
 from alallo._keys import read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq

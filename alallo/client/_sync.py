@@ -1,24 +1,4 @@
-"""Python clients for alallo's HTTP API (API.md): :class:`Client` and :class:`AsyncClient`.
-
-Every method returns the JSON object of API.md, typed as one of the
-:class:`typing.TypedDict` of :mod:`alallo._client_types` (``FineTuningJob``,
-``FileObject``, ``JobEvent``, ``Checkpoint``, ``TrainingLogLine``,
-``Estimate``, ...; all exported from :mod:`alallo`), so an editor completes
-its keys and a type checker catches a misspelt one. At runtime each result
-is still the plain ``dict`` the JSON made: code that treated results as
-dicts keeps working, and a field the server adds before the types name it
-is there to read. Failures are Failures are :class:`ApiError`
-(the server said no) or :class:`ClientError` (no key, no server); see
-:mod:`alallo._client_errors` for the tree.
-
-The two clients have the same methods, one blocking, one ``async``. STYLE.md
-asks for async code written once with a thin ``trio.run`` face; that cannot
-hold a connection pool or a stream open between calls (each ``trio.run`` is
-a new event loop), and :class:`AsyncClient` must also run under asyncio, so
-each client drives its own HTTPX client and everything else, from the
-error table to the reconnection rules of ``watch``, is shared
-(:mod:`alallo._client_base`).
-"""
+"""The blocking client, :class:`Client` (:mod:`alallo.client` says how both clients are built)."""
 
 from __future__ import annotations
 
@@ -32,37 +12,18 @@ from typing import Any, Unpack, cast
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, connect_sse
 
-from alallo import _client_base as base
-from alallo._async_client import AsyncClient as AsyncClient
-from alallo._client_base import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
-from alallo._client_base import DEFAULT_URL as DEFAULT_URL
-from alallo._client_base import (CHECKPOINTS_PAGE_SIZE, EVENTS_PAGE_SIZE, FILES_PAGE_SIZE,
-                                 LOG_PAGE_SIZE)
-from alallo._client_base import HyperparameterFields as HyperparameterFields
-from alallo._client_base import JobSpecFields as JobSpecFields
-from alallo._client_base import StreamItem as StreamItem
-from alallo._client_errors import AlalloClientError as AlalloClientError
-from alallo._client_errors import ApiError as ApiError
-from alallo._client_errors import ClientError as ClientError
-from alallo._client_types import (
+from alallo.client import _base as base
+from alallo.client._base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE, FILES_PAGE_SIZE, LOG_PAGE_SIZE, JobSpecFields,
+                                 StreamItem)
+from alallo.client._errors import ClientError
+from alallo.client._types import (
     Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
     FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
     TrainerList, TrainingLogLine,
 )
 from alallo._types import FileId, JobId, Seq
 
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_URL",
-    "AlalloClientError",
-    "ApiError",
-    "AsyncClient",
-    "Client",
-    "ClientError",
-    "HyperparameterFields",
-    "JobSpecFields",
-    "StreamItem",
-]
+__all__ = ["Client"]
 
 class Client:
     """A connection to one alallo server, on behalf of one account (blocking calls).
@@ -315,7 +276,7 @@ class Client:
         already (a resume after its last item), the job object is yielded once
         more and the stream ends. Between attempts it waits 0.5 s (or the
         server's ``retry:``), doubling up to 5 s, and gives up after 10
-        failures in a row (``alallo._client_base._Follow`` has the rules).
+        failures in a row (``alallo.client._base._Follow`` has the rules).
 
         Args:
             job_id: The job to follow.

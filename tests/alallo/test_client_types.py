@@ -1,4 +1,4 @@
-"""The clients' result types (``alallo._client_types``) against ``/openapi.json`` and a live server.
+"""The clients' result types (``alallo.client._types``) against ``/openapi.json`` and a live server.
 
 The TypedDicts are written out by hand (alallo may not import the gateway's
 pydantic models), so these tests keep them honest: every type's keys, and
@@ -21,7 +21,7 @@ import pytest
 import alallo
 from alallo import AsyncClient, Client
 from alallo.client import StreamItem
-from alallo import _client_types as shapes
+from alallo.client import _types as shapes
 from gateway._openapi import openapi_document
 from support import EXAMPLES, LiveServer
 
