@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import InvalidFile
+from ._json import NestingTooDeep, loads
 
 __all__ = ["CheckedFile", "check_jsonl"]
 
@@ -60,7 +61,9 @@ def check_jsonl(data: bytes) -> CheckedFile:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads(line)
+        except NestingTooDeep as exc:
+            raise InvalidFile(f"line {number}: {exc}", param="file") from exc
         except json.JSONDecodeError as exc:
             raise InvalidFile(f"line {number}: not valid JSON ({exc.msg})", param="file") from exc
         if not isinstance(row, dict):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
 
 from alallo import InvalidRequest
+from alallo._json import NestingTooDeep, loads
 
 from ._errors import BadJSON
 
@@ -18,11 +18,14 @@ async def json_object(request: Request) -> dict[str, Any]:
     """The body as a JSON object.
 
     Raises:
-        BadJSON: the body is not valid JSON or not an object (400).
+        BadJSON: the body is not valid JSON, nests deeper than
+            :data:`alallo._json.MAX_JSON_DEPTH`, or is not an object (400).
     """
     raw = await request.body()
     try:
-        data = json.loads(raw or b"null")
+        data = loads(raw or b"null")
+    except NestingTooDeep as exc:
+        raise BadJSON(f"the body is {exc}") from exc
     except ValueError as exc:
         raise BadJSON(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):

@@ -18,7 +18,9 @@ Besides the items, one frame per situation:
   ``"*"`` is not among them, the server closes with code 1000.
 - ``{"stream": "error", "seq": null, "data": {"error": {...}, "job_id"}}``:
   a job that does not exist (the other subscriptions go on), or a message
-  that is not a valid subscription (then the server closes with 4422).
+  that is not a valid subscription (then the server closes with 4422; a
+  message nested deeper than :data:`alallo._json.MAX_JSON_DEPTH` gets code
+  ``invalid_json`` and the close carries the message as its reason).
   A missing or wrong key closes with 4401 after such a frame.
 - ``{"stream": "shutdown", "seq": null, "data": {}}`` then close 1001 when
   the server stops.
@@ -38,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from alallo import AlalloError, NotFound, Unauthorized
+from alallo._json import NestingTooDeep, loads
 
 from ._auth import account_of, runtime_of
 from ._metrics import open_stream
@@ -114,9 +117,16 @@ async def websocket_stream(websocket: WebSocket) -> None:
         nonlocal live, everything
         while True:
             try:
-                message = Subscribe.model_validate(await websocket.receive_json())
+                message = Subscribe.model_validate(loads(await websocket.receive_text()))
             except WebSocketDisconnect:
                 nursery.cancel_scope.cancel()
+                return
+            except NestingTooDeep as exc:
+                reason = f"the message is {exc}"
+                await send_out.send(_frame("error", None, {"error": {
+                    "code": "invalid_json", "message": reason, "param": None},
+                    "job_id": None}))
+                await send_out.send(_frame("close", None, {"code": 4422, "reason": reason}))
                 return
             except (ValidationError, ValueError) as exc:
                 await send_out.send(_frame("error", None, {"error": {
@@ -137,7 +147,8 @@ async def websocket_stream(websocket: WebSocket) -> None:
     async def write(nursery: trio.Nursery) -> None:
         async for frame in receive_out:
             if frame["stream"] == "close":
-                await websocket.close(code=frame["data"].get("code", 1000))
+                await websocket.close(code=frame["data"].get("code", 1000),
+                                      reason=frame["data"].get("reason"))
                 break
             await websocket.send_json(frame)
         nursery.cancel_scope.cancel()

@@ -27,6 +27,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from alallo._json import NestingTooDeep, loads
+
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
 
@@ -140,7 +142,9 @@ def _sha256(path: Path) -> bytes:
 
 def _parse(line: str, number: int) -> dict[str, Any]:
     try:
-        row = json.loads(line)
+        row = loads(line)
+    except NestingTooDeep as exc:
+        raise UserDataError(f"line {number}: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise UserDataError(f"line {number}: not valid JSON ({exc.msg})") from exc
     if not isinstance(row, dict):

@@ -244,3 +244,32 @@ async def test_models_list_the_tiny_model_and_accept_a_local_directory(
     relative = await client.post("/v1/fine_tuning/jobs", json={
         "model": "my-model", "training_file": file_id})
     assert relative.status_code == 422 and "unknown model" in relative.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
+async def test_json_nested_too_deep_is_refused_with_400_not_a_server_error(
+        client: httpx.AsyncClient, file_id: str, path: str) -> None:
+    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    ten_thousand = b"[" * 10_000 + b"]" * 10_000
+    just_over = ('{"model": "alallo/tiny-gpt2", "training_file": "%s", "suffix": %s}'
+                 % (file_id, "[" * 64 + "]" * 64)).encode()  # 65 levels with the object
+    for body in (ten_thousand, just_over):
+        response = await client.post(path, content=body,
+                                     headers={"Content-Type": "application/json"})
+        assert response.status_code == 400, response.text
+        assert response.json() == {"error": {
+            "code": "invalid_json", "param": None,
+            "message": "the body is nested deeper than 64 levels of arrays and objects"}}
+    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    assert len(after) == len(before)
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_a_training_file_line_nested_too_deep_is_refused_with_422(
+        client: httpx.AsyncClient) -> None:
+    deep = b'{"text": "ok"}\n{"text": "x", "extra": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n"
+    response = await upload(client, content=deep)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == {
+        "code": "invalid_file", "param": "file",
+        "message": "line 2: nested deeper than 64 levels of arrays and objects"}

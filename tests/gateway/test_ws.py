@@ -143,3 +143,17 @@ async def test_server_shutdown_says_goodbye_and_closes_with_1001(tmp_path: Path)
                         with pytest.raises(WebSocketDisconnect) as closed:
                             await ws.receive_json()
                         assert closed.value.code == 1001
+
+
+async def test_a_message_nested_too_deep_closes_with_4422_and_a_reason(
+        client: httpx.AsyncClient) -> None:
+    with trio.fail_after(30):
+        async with aconnect_ws("/v1/ws", client) as ws:
+            await ws.send_text("[" * 10_000 + "]" * 10_000)
+            frame = await ws.receive_json()
+            with pytest.raises(WebSocketDisconnect) as closed:
+                await ws.receive_json()
+    message = "the message is nested deeper than 64 levels of arrays and objects"
+    assert frame == {"stream": "error", "seq": None, "data": {"job_id": None, "error": {
+        "code": "invalid_json", "param": None, "message": message}}}
+    assert (closed.value.code, closed.value.reason) == (4422, message)
