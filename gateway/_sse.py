@@ -31,7 +31,8 @@ reading, and no cancellation reaches it (research/sse-and-streaming.md §0.2).
 Such a stream only ever holds up itself: the bus gives each subscriber a
 bounded buffer and never waits for one; the stream's task waits alone; and
 the kernel drops the connection once its data stays unsent for
-:data:`gateway.server.STALLED_CLIENT_TIMEOUT_S` (``TCP_USER_TIMEOUT``).
+:data:`gateway.server.STALLED_CLIENT_TIMEOUT_S` (``TCP_USER_TIMEOUT``); on
+shutdown, :mod:`gateway._connections` cuts it at the graceful deadline.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
 """Serving the app with Hypercorn's trio worker, in the runtime's Trio run.
 
-We open the listening socket ourselves and hand it to Hypercorn as an
-``fd://`` bind, for one option Hypercorn has no setting for:
-``TCP_USER_TIMEOUT``. Hypercorn's trio worker shields every socket send, so
-a client that stops reading blocks its stream's task, and then the server's
-shutdown, forever (research/sse-and-streaming.md §0.2, §3.4). With the
-option (inherited by every accepted connection) the kernel aborts a
-connection whose data stays unacknowledged, or unsent for a zero window,
-for :data:`STALLED_CLIENT_TIMEOUT_S`; the blocked send then fails and the
-task ends. A stalled client therefore costs at most that long, and the
-server stops within ``graceful_timeout_s + stalled_client_timeout_s``.
+We open the listening socket ourselves, for one option Hypercorn has no
+setting for: ``TCP_USER_TIMEOUT``. Hypercorn's trio worker shields every
+socket send, so a client that stops reading blocks its stream's task
+(research/sse-and-streaming.md §0.2, §3.4). With the option (inherited by
+every accepted connection) the kernel aborts a connection whose data stays
+unacknowledged, or unsent for a zero window, for
+:data:`STALLED_CLIENT_TIMEOUT_S`; the blocked send then fails and the task
+ends. While serving, a stalled client therefore costs at most that long.
+
+Shutdown does not wait that long: the accept loop of
+:mod:`gateway._connections` keeps the connections, and shuts down the
+sockets of those still open ``graceful_timeout_s`` after the trigger. Open
+streams say goodbye at once (``event: shutdown``, a WebSocket ``shutdown``
+frame then close 1001), so :func:`serve` returns about
+``graceful_timeout_s`` after the trigger at most, stalled clients or not.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from collections.abc import Awaitable, Callable
 
 import trio
 from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
 
 from alallo import Runtime
 
+from ._connections import serve_connections
 from ._limits import MAX_JSON_BODY_BYTES
 from ._signin import SignIn
 from .app import build_app
@@ -55,7 +60,9 @@ async def serve(
     ``task_status.started`` gets the bound URLs, so ``await nursery.start(serve, ...)``
     returns once the server accepts connections (with the real port when ``port`` is 0).
     When the trigger returns, open streams say goodbye (``event: shutdown``)
-    and end; requests get ``graceful_timeout_s`` to finish. ``sign_in`` makes
+    and end; requests get ``graceful_timeout_s`` to finish, and a connection
+    still open then (a client that stopped reading) is cut
+    (:func:`gateway._connections.serve_connections`). ``sign_in`` makes
     the dashboard's one-time links (:meth:`SignIn.new_link`) known to the app.
 
     Raises:
@@ -76,16 +83,14 @@ async def serve(
 
     listener = _listen(host, port, stalled_client_timeout_s)
     config = Config()
-    config.bind = [f"fd://{listener.fileno()}"]
     config.graceful_timeout = graceful_timeout_s
     config.backlog = LISTEN_BACKLOG
     config.websocket_max_message_size = MAX_JSON_BODY_BYTES  # subscriptions are small
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
-    listener.detach()  # Hypercorn owns the descriptor from here on
-    await hypercorn_serve(app, config,  # type: ignore[arg-type]
-                          shutdown_trigger=trigger, task_status=task_status)
+    await serve_connections(app, config, listener,  # type: ignore[arg-type]
+                            shutdown_trigger=trigger, task_status=task_status)
 
 
 def _listen(host: str, port: int, stalled_client_timeout_s: float) -> socket.socket:

@@ -86,12 +86,17 @@ async def _run_server(settings: Settings, console: Console, *,
     from gateway import serve as serve_http
 
     stop = trio.Event()
+    served = trio.Event()
     sign_in = SignIn()
+
+    async def serve_until_stopped(task_status: trio.TaskStatus[list[str]]) -> None:
+        await serve_http(runtime, host=settings.host, port=settings.port,
+                         shutdown_trigger=stop.wait, sign_in=sign_in, task_status=task_status)
+        served.set()
+
     async with Runtime(settings) as runtime, trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, stop)
-        binds = await nursery.start(lambda task_status=trio.TASK_STATUS_IGNORED: serve_http(
-            runtime, host=settings.host, port=settings.port, shutdown_trigger=stop.wait,
-            sign_in=sign_in, task_status=task_status))
+        binds = await nursery.start(serve_until_stopped)
         url = binds[0].replace("0.0.0.0", "127.0.0.1")
         await runtime.cluster.set_address(binds[0])
         key_file = (settings.data_dir / "api-key").resolve()
@@ -104,8 +109,11 @@ async def _run_server(settings: Settings, console: Console, *,
                       f"{url}{sign_in.new_link(runtime.api_key)}", soft_wrap=True)
         if then is not None:
             await then(url, runtime, stop, sign_in)
-        await stop.wait()
-        nursery.cancel_scope.cancel()
+        # The server stops by itself once `stop` is set: its streams say goodbye, and
+        # what is still open after its deadline is cut. Cancelling it at once would
+        # cut every stream mid-chunk, without its `event: shutdown`.
+        await served.wait()
+        nursery.cancel_scope.cancel()  # the signal watcher, when `demo --exit` stopped it
 
 
 def _run(settings: Settings, console: Console, then: Any = None) -> None:

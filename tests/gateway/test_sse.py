@@ -255,4 +255,4 @@ async def test_a_stalled_client_is_dropped_and_shutdown_still_meets_its_deadline
         took = trio.current_time() - stopped_at
         second_stalled.close()
     assert frames[-1] == "shutdown", "an open stream says goodbye"
-    assert took < graceful_s + stalled_s + 1.5, f"shutdown took {took:.1f} s"
+    assert took < graceful_s + 1.5, f"shutdown took {took:.1f} s: the stalled reader was not cut"
