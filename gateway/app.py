@@ -14,7 +14,7 @@ from starlette.types import Scope
 from alallo import Runtime
 
 from . import _files, _jobs
-from ._pages import dashboard
+from ._pages import dashboard, job_page
 from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
@@ -34,7 +34,7 @@ async def healthz(request: Request) -> JSONResponse:
 
 ROUTES = [
     Route("/", dashboard),
-    Route("/jobs/{job_id}", dashboard),
+    Route("/jobs/{job_id}", job_page),
     Route("/signin/{token}", sign_in, methods=["GET"]),
     Route("/v1/dashboard/links", create_link, methods=["POST"]),
     Route("/healthz", healthz),

@@ -18,6 +18,8 @@ from alallo._money import format_money
 from browser import TIMEOUT_MS
 from support import EXAMPLES, LiveServer
 
+from test_tenants import new_account
+
 def sign_in_link(api: httpx.Client) -> str:
     response = api.post("/v1/dashboard/links")
     assert response.status_code == 200, response.text
@@ -155,3 +157,28 @@ def test_serve_prints_a_sign_in_link_and_alallo_dashboard_makes_new_ones(
     page.goto(link)
     expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
     page.close()
+
+
+def test_another_accounts_job_page_shows_what_an_unknown_ids_page_shows(
+        browser: Browser, api: httpx.Client, live_server: LiveServer) -> None:
+    owners = create_job(api, {"type": "simulated", "step_delay_s": 0.01}, steps=5)
+    _, key = new_account(live_server, "stranger")
+    link = httpx.post(f"{live_server.url}/v1/dashboard/links", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}).json()["path"]
+    unknown_id = "ft-" + "0" * 24
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{live_server.url}{link}")
+    seen = []
+    for job_id in (owners["id"], unknown_id):
+        response = page.goto(f"{live_server.url}/jobs/{job_id}")
+        assert response is not None
+        expect(page.get_by_role("heading", name="Job not found")).to_be_visible()
+        seen.append((response.status, page.title(),
+                     page.locator("body").inner_text().replace(job_id, "<id>")))
+    context.close()
+    assert seen[0] == seen[1]
+    status, title, text = seen[0]
+    assert status == 404 and title == "alallo — job not found"
+    assert "no job '<id>'" in text and "Cancel job" not in text and "dash job" not in text

@@ -114,10 +114,12 @@ BY_ID = "another account's id answers 404, as an unknown id does"
 OWN_ONLY = "lists, streams and pages show the caller's own things only"
 BODY_REF = "another account's id in the body answers as an unknown id does"
 PUBLIC = "no account data"
+PAGE_BY_ID = ("another account's job page answers 404 as an unknown id's page does; without "
+              "a session, the sign-in page (test_a_job_page_of_another_account_is_an_unknown_ids)")
 OPERATOR = "the local (operator's) account only: others answer 403"
 ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/"): PUBLIC,
-    ("GET", "/jobs/{job_id}"): PUBLIC,  # the same static page for every id
+    ("GET", "/jobs/{job_id}"): PAGE_BY_ID,
     ("GET", "/signin/{token}"): PUBLIC,
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
@@ -267,19 +269,33 @@ def test_dashboard_pages_carry_no_account_data(tenants: Tenants) -> None:
     link = tenants.other.post("/v1/dashboard/links").json()["path"]
     with httpx.Client(base_url=tenants.server.url, timeout=30) as browser:
         assert browser.get(link).status_code == 303  # to the Jobs tab, signed in
-        page = browser.get(f"/jobs/{tenants.running}")
-        unknown = browser.get("/jobs/ft-" + "0" * 24)
-        assert page.status_code == 200 and page.text == unknown.text
-        assert "owner's" not in page.text
+        assert "owner's" not in browser.get("/").text
         # The page's own requests carry the cookie: the owner's job stays a 404.
         assert browser.get(f"/v1/fine_tuning/jobs/{tenants.running}").status_code == 404
         mine = browser.get("/v1/fine_tuning/jobs").json()["data"]
         assert [j["id"] for j in mine] == [tenants.other_job]
 
 
+def test_a_job_page_of_another_account_is_an_unknown_ids(tenants: Tenants) -> None:
+    link = tenants.other.post("/v1/dashboard/links").json()["path"]
+    unknown_id = "ft-" + "0" * 24
+    with httpx.Client(base_url=tenants.server.url, timeout=30) as browser:
+        assert browser.get(link).status_code == 303
+        theirs = browser.get(f"/jobs/{tenants.running}")
+        nobodys = browser.get(f"/jobs/{unknown_id}")
+        assert theirs.status_code == nobodys.status_code == 404
+        assert theirs.text == nobodys.text and "owner's" not in theirs.text
+        assert browser.get(f"/jobs/{tenants.other_job}").status_code == 200
+    for client in (tenants.other, tenants.owner):  # a key works as the cookie does
+        assert client.get(f"/jobs/{unknown_id}").status_code == 404
+    assert tenants.other.get(f"/jobs/{tenants.running}").status_code == 404
+    assert tenants.owner.get(f"/jobs/{tenants.running}").status_code == 200
+
+
 # -- revoked keys ------------------------------------------------------------------
 
-AUTHENTICATED = sorted(k for k, v in ISOLATION.items() if v != PUBLIC and k[0] != "WEBSOCKET")
+AUTHENTICATED = sorted(k for k, v in ISOLATION.items()
+                       if v not in (PUBLIC, PAGE_BY_ID) and k[0] != "WEBSOCKET")
 
 
 def _request(client: httpx.Client, method: str, template: str, t: Tenants) -> httpx.Response:
