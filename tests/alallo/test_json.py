@@ -8,6 +8,8 @@ import pytest
 
 from alallo._json import MAX_JSON_DEPTH, NestingTooDeep, loads, nesting_depth
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(("text", "depth"), [
     ("1", 0),

@@ -23,6 +23,9 @@ from support import EXAMPLES, LiveServer, upload
 
 from test_sse import TRAINER, stalled_socket, unread_bytes
 
+# How the server stops does not depend on the store it uses.
+pytestmark = pytest.mark.any_backend
+
 StartServer = Callable[..., LiveServer]
 
 
