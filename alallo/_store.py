@@ -30,6 +30,7 @@ from ._group_commit import GroupCommit
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
 from ._store_accounts import AccountRows
+from ._store_sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
 from ._store_schema import (LIVE_STATUSES, NOTIFY_CHANNEL, accounts, files,
                             job_feed, job_items, jobs, ledger)
@@ -126,7 +127,7 @@ class FileRow:
         }
 
 
-class Store(AccountRows):
+class Store(AccountRows, SessionRows):
     """Durable state; every method is one transaction.
 
     Open with :meth:`open`, close with :meth:`close` (the runtime does both).

@@ -15,12 +15,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ._errors import NotFound
 from ._store_schema import accounts, api_keys
 
-__all__ = ["AccountRows"]
+__all__ = ["AccountRows", "insert_new"]
 
 T = TypeVar("T")
 
 
-def _insert_new(c: sa.Connection, table: sa.Table) -> Any:
+def insert_new(c: sa.Connection, table: sa.Table) -> Any:
     """``INSERT`` that leaves an existing row (same primary key) as it is, without an error."""
     if c.dialect.name == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
@@ -48,7 +48,7 @@ class AccountRows:
         one insert wins, the others change nothing (``ON CONFLICT DO NOTHING``).
         """
         def run(c: sa.Connection) -> None:
-            c.execute(_insert_new(c, accounts).values(
+            c.execute(insert_new(c, accounts).values(
                 id=account_id, name=name, balance=balance, billing_limit=billing_limit,
                 created_at=now, allow_commands=allow_commands))
         await self._write(run)
@@ -56,7 +56,7 @@ class AccountRows:
     async def add_api_key(self, key_hash: str, account_id: str, now: int) -> None:
         """Register a key (by its hash) for an account; idempotent, as :meth:`ensure_account`."""
         def run(c: sa.Connection) -> None:
-            c.execute(_insert_new(c, api_keys).values(key_hash=key_hash, account_id=account_id,
+            c.execute(insert_new(c, api_keys).values(key_hash=key_hash, account_id=account_id,
                                                       created_at=now))
         await self._write(run)
 

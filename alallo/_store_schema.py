@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from ._status import JobStatus
 
 __all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "accounts", "api_keys", "files", "job_feed",
-           "job_items", "jobs", "ledger", "metadata", "nodes"]
+           "job_items", "jobs", "ledger", "metadata", "nodes", "server_secrets", "sessions"]
 
 metadata = sa.MetaData()
 accounts = sa.Table(
@@ -33,6 +33,23 @@ api_keys = sa.Table(
     # revoke it without the whole key; None for keys registered before they were kept.
     sa.Column("prefix", sa.String(32), nullable=True, index=True),
     sa.Column("revoked_at", sa.Integer, nullable=True),
+)
+sessions = sa.Table(
+    # The dashboard's sessions (gateway/_sessions.py): the browser's signed cookie names
+    # a session by its id, kept here as a SHA-256 hash; the session names the key.
+    "sessions", metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("key_hash", sa.String(64), sa.ForeignKey("api_keys.key_hash"), nullable=False,
+              index=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("expires_at", sa.Integer, nullable=False, index=True),
+)
+server_secrets = sa.Table(
+    # Secrets every process on the store shares, made once (the sessions' signing key).
+    "server_secrets", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
 )
 files = sa.Table(
     "files", metadata,

@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     ``ALALLO_CORS_ORIGINS='["https://app.example.com"]'``; ``["*"]`` any origin,
     ``[]`` none. Never with credentials: the API authenticates with a bearer token
     or ``?access_token=``, so the dashboard's cookie is never honoured cross-origin."""
+    session_max_age_s: int = Field(default=12 * 3600, gt=0)
+    """Seconds a dashboard session lasts from sign-in (12 h): then the browser signs in
+    again with a new link. Sign-out and revoking the key end it sooner."""
     wandb_mode: Literal["online", "offline"] = "online"
     """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
     wandb_base_url: str | None = None

@@ -20,7 +20,8 @@ from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
 from ._request_log import RequestLog
-from ._signin import SignIn, create_link, sign_in
+from ._sessions import Sessions
+from ._signin import SignIn, create_link, sign_in, sign_out
 from ._sse import account_stream, job_stream
 from ._ws import websocket_stream
 
@@ -36,6 +37,7 @@ ROUTES = [
     Route("/", dashboard),
     Route("/jobs/{job_id}", job_page),
     Route("/signin/{token}", sign_in, methods=["GET"]),
+    Route("/signout", sign_out, methods=["POST"]),
     Route("/v1/dashboard/links", create_link, methods=["POST"]),
     Route("/healthz", healthz),
     Route("/metrics", metrics, methods=["GET"]),
@@ -94,7 +96,8 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     Request bodies over their limit answer 413 (:mod:`gateway._limits`); each request
     gets an ``X-Request-ID`` and an access-log line (:mod:`gateway._request_log`).
     Pages on the origins of ``Settings.cors_origins`` may call it (:func:`cors`).
-    ``sign_in`` holds the dashboard's one-time links (a fresh one if None).
+    ``sign_in`` holds the dashboard's one-time links (a fresh one if None);
+    ``app.state.sessions`` the dashboard's sessions (:mod:`gateway._sessions`).
     """
     upload_limit = runtime.settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
 
@@ -110,4 +113,5 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     app.state.stopping = trio.Event()
     app.state.metrics = Metrics(runtime)
     app.state.sign_in = sign_in or SignIn()
+    app.state.sessions = Sessions(runtime, max_age_s=runtime.settings.session_max_age_s)
     return app

@@ -182,3 +182,22 @@ def test_another_accounts_job_page_shows_what_an_unknown_ids_page_shows(
     status, title, text = seen[0]
     assert status == 404 and title == "alallo — job not found"
     assert "no job '<id>'" in text and "Cancel job" not in text and "dash job" not in text
+
+
+def test_sign_out_ends_the_session_and_the_page_asks_to_sign_in_again(
+        browser: Browser, api: httpx.Client, live_server: LiveServer) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(sign_in_link(api))
+    expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
+    session = next(c for c in context.cookies() if c["name"] == "alallo_session")["value"]
+    assert live_server.api_key not in session
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("main")).to_contain_text("Sign in with the link")
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    assert [c for c in context.cookies() if c["name"] == "alallo_session"] == []
+    context.close()
+    replayed = httpx.get(f"{live_server.url}/v1/fine_tuning/jobs", timeout=30,
+                         cookies={"alallo_session": session})
+    assert replayed.status_code == 401

@@ -121,6 +121,7 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/"): PUBLIC,
     ("GET", "/jobs/{job_id}"): PAGE_BY_ID,
     ("GET", "/signin/{token}"): PUBLIC,
+    ("POST", "/signout"): PUBLIC,  # ends the caller's own session, if any
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
