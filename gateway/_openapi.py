@@ -51,10 +51,15 @@ _RESUME = (("lastEventID", "integer"), ("after", "integer"), ("access_token", "s
 OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=()),
     Operation("get", "/jobs/{job_id}", "The dashboard (a job's page)", "text/html",
-              auth=False, errors=()),
+              auth=False, errors=(),
+              extra={404: "No such job in the caller's account (another account's included): "
+                          "the page says 'Job not found'."}),
     Operation("get", "/signin/{token}", "Sign in to the dashboard with a one-time link",
               "text/html", auth=False, errors=(401,),
               extra={303: "Signed in: the session cookie is set; go to the Jobs tab."}),
+    Operation("post", "/signout", "Sign out of the dashboard: end the cookie's session",
+              "text/html", auth=False, errors=(),
+              extra={303: "Signed out: the session has ended and its cookie is cleared."}),
     Operation("post", "/v1/dashboard/links", "A one-time sign-in link for the dashboard",
               s.DashboardLink, errors=(401,)),
     Operation("get", "/healthz", "Health", s.Health, auth=False, errors=()),
