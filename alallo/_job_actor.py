@@ -364,19 +364,26 @@ class JobActor(Actor[JobMessage]):
             return None
         workdir = rt.settings.jobs_dir.resolve() / job.id
         attempt_dir = workdir / f"attempt-{job.attempt + 1}"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        resume_from = None
-        if job.checkpoint is not None:  # maybe saved by another process: fetch it here
-            resume_from = await rt.checkpoint_storage.fetch(
-                job.id, job.checkpoint.path, workdir / "checkpoints")
-        config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
-                                workdir=workdir, resume_from=resume_from,
-                                training_file=training_file,
-                                data_format=rt.file_format(job.spec.training_file))
-        payload = config.model_dump_json(indent=2)
-        config_path = attempt_dir / "config.json"
-        config_path.write_text(payload)
-        hand_over(workdir, rt.trainer_user)
+        # The job's directory failing (a file in its place, a full disk) is this run's
+        # platform error, restarted up to max_restarts; never a crash of the actor (issue 14).
+        try:
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            resume_from = None
+            if job.checkpoint is not None:  # maybe saved by another process: fetch it here
+                resume_from = await rt.checkpoint_storage.fetch(
+                    job.id, job.checkpoint.path, workdir / "checkpoints")
+            config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
+                                    workdir=workdir, resume_from=resume_from,
+                                    training_file=training_file,
+                                    data_format=rt.file_format(job.spec.training_file))
+            payload = config.model_dump_json(indent=2)
+            config_path = attempt_dir / "config.json"
+            config_path.write_text(payload)
+            hand_over(workdir, rt.trainer_user)
+        except OSError as exc:
+            await self._line(Error(kind="platform", message=(
+                f"cannot prepare the run in the job's directory: {exc}")).model_dump_json())
+            return None
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
         resume = job.checkpoint.step if job.checkpoint else None
         try:
