@@ -28,9 +28,9 @@ from ._restart import Backoff as Backoff
 from ._restart import Restart as Restart
 from ._restart import RestartIntensity as RestartIntensity
 from ._restart import Strategy as Strategy
+from ._statistics import SupervisorStatistics as SupervisorStatistics
 from ._supervisor import DEFAULT_SHUTDOWN_TIMEOUT as DEFAULT_SHUTDOWN_TIMEOUT
 from ._supervisor import Supervisor as Supervisor
-from ._supervisor import SupervisorStatistics as SupervisorStatistics
 from ._supervisor import open_supervisor as open_supervisor
 
 __all__ = [

@@ -3,19 +3,22 @@ incarnation wrapper that runs it (`SupervisorIncarnation`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
 from ._incarnation import Environment, IncarnationBase, split_crash
-from ._restart import Restart
+from ._restart import Backoff, Restart, RestartIntensity, _RestartWindow
 
 if TYPE_CHECKING:
     from ._supervisor import Supervisor
 
-__all__ = ["Child", "SupervisorIncarnation"]
+__all__ = ["Child", "GiveUp", "SupervisorIncarnation"]
+
+GiveUp = Callable[[str, BaseException | None], Awaitable[None]]
+"""What a supervisor awaits when it gives a child up: ``await on_give_up(name, last_crash)``."""
 
 _log = structlog.get_logger("actors")
 
@@ -26,17 +29,21 @@ class Child:
     __slots__ = (
         "args",
         "attempts",
+        "backoff",
         "factory",
         "incarnation",
+        "intensity",
         "mailbox_size",
         "name",
         "number",
+        "on_give_up",
         "placement",
         "restart",
         "restart_due",
         "seq",
         "supervisor",
         "throughput",
+        "window",
     )
 
     def __init__(
@@ -50,6 +57,9 @@ class Child:
         mailbox_size: int,
         throughput: int,
         placement: object,
+        intensity: RestartIntensity | None = None,
+        backoff: Backoff | None = None,
+        on_give_up: GiveUp | None = None,
     ) -> None:
         self.name = name
         self.factory = factory
@@ -59,6 +69,10 @@ class Child:
         self.mailbox_size = mailbox_size
         self.throughput = throughput
         self.placement = placement
+        self.intensity = intensity  # its own restart limit; None: the supervisor's counts it
+        self.window = _RestartWindow(intensity) if intensity is not None else None
+        self.backoff = backoff  # its own delays before restarts; None: the supervisor's
+        self.on_give_up = on_give_up
         self.incarnation: IncarnationBase | None = None
         self.number = 0
         self.attempts = 0

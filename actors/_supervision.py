@@ -6,6 +6,12 @@ decides, one report at a time, what to restart. Doing every decision in one task
 strategies simple to state: there is never a restart racing another. Only
 `SupervisorEscalation` (and cancellation) ever leaves the nursery.
 
+A child with a restart intensity of its own (``start_child(..., intensity=...)``) is counted
+in its own window only; when it exceeds it, the engine gives it up (`Supervision._give_up`)
+and goes on: one child's crash loop is that child's business, as with Akka's per-child
+``OneForOneStrategy(maxNrOfRetries, withinTimeRange)``. The supervisor's own intensity (OTP's)
+then only counts the children without one.
+
 Children that the engine stops on purpose (siblings in a group restart, a relocation,
 `stop_child`) are detached first (``child.incarnation = None``), so that the report of their end
 is recognised as stale and ignored.
@@ -77,7 +83,7 @@ class Supervision:
             on_exit=self._exits_send.send_nowait,
         )
         self._started = self._restarted = self._crashed = 0
-        self._relocated = self._escalations = 0
+        self._relocated = self._escalations = self._given_up = 0
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:
@@ -92,6 +98,8 @@ class Supervision:
             try:
                 for child in list(self._children.values()):  # a nested supervisor's restart
                     child.attempts = 0
+                    if child.window is not None:
+                        child.window.clear()
                     await self._start_incarnation(child, why="restart")
                 nursery.start_soon(self._supervise)
                 yield
@@ -204,11 +212,16 @@ class Supervision:
             self._forget(child)
             return
         now = trio.current_time()
-        if not self._window.admit(now):
+        if child.window is not None:
+            if not child.window.admit(now):
+                self._give_up(child, ended.cause)
+                return
+        elif not self._window.admit(now):
             await self._escalate(ended.cause)
-        if ended.started_at and now - ended.started_at >= self._backoff.reset_after:
+        backoff = child.backoff or self._backoff
+        if ended.started_at and now - ended.started_at >= backoff.reset_after:
             child.attempts = 0
-        delay = self._backoff.delay(child.attempts)
+        delay = backoff.delay(child.attempts)
         child.attempts += 1
         group = self._group(child)
         for other in reversed(group):
@@ -253,6 +266,28 @@ class Supervision:
                 continue
             child.restart_due = None
             await self._start_incarnation(child, why="restart")
+
+    def _give_up(self, child: Child, cause: BaseException | None) -> None:
+        """Forget ``child``, which exceeded its own intensity, and run its ``on_give_up``.
+
+        The handler runs as a task of the supervisor's nursery, so that a slow one holds up no
+        other child's restart; an exception out of it is the supervisor's own fault and ends
+        the supervisor like any error in its nursery.
+        """
+        self._forget(child)
+        self._given_up += 1
+        intensity = child.intensity
+        _log.error(
+            "actor.given_up",
+            actor=child.name,
+            supervisor=self._name,
+            incarnations=child.number,
+            max_restarts=intensity.max_restarts if intensity else None,
+            within=intensity.within if intensity else None,
+            error=repr(cause),
+        )
+        if child.on_give_up is not None and self._nursery is not None:
+            self._nursery.start_soon(child.on_give_up, child.name, cause)
 
     async def _escalate(self, cause: BaseException | None) -> None:
         self._escalations += 1

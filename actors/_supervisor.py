@@ -8,14 +8,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar, TypeVarTuple
 
 import structlog
 
 from ._actor import Actor
 from ._checkpoint import CheckpointStore
-from ._child import Child
+from ._child import Child, GiveUp
 from ._dead_letters import DeadLetters
 from ._exceptions import ActorStopped
 from ._incarnation import DEFAULT_THROUGHPUT, Incarnation, unwrap
@@ -29,41 +28,15 @@ from ._restart import (
     RestartIntensity,
     Strategy,
 )
+from ._statistics import SupervisorStatistics
 from ._supervision import DEFAULT_SHUTDOWN_TIMEOUT, Supervision
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "Supervisor", "SupervisorStatistics", "open_supervisor"]
+__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "Supervisor", "open_supervisor"]
 
 MessageT = TypeVar("MessageT")
 ArgsT = TypeVarTuple("ArgsT")
 
 _log = structlog.get_logger("actors")
-
-
-@dataclass(frozen=True, slots=True)
-class SupervisorStatistics:
-    """Counters of one supervisor since it was opened, as returned by `Supervisor.statistics`.
-
-    They count incarnations of the supervisor's direct children; nested supervisors keep their
-    own.
-    """
-
-    children: int
-    """Children registered now, running or waiting to be restarted."""
-    running: int
-    """Children with a running incarnation now."""
-    started: int
-    """Incarnations started successfully, first starts and restarts alike."""
-    restarted: int
-    """Restarts attempted: incarnations begun by a restart, whether or not ``on_start`` then
-    succeeded (first starts and `Supervisor.relocate` are not restarts)."""
-    crashed: int
-    """Incarnations that ended with an exception."""
-    relocated: int
-    """Completed `Supervisor.relocate` calls."""
-    escalations: int
-    """Times the restart intensity was exceeded."""
-    dead_letters: int
-    """Dead letters recorded in `Supervisor.dead_letters` (shared with nested supervisors)."""
 
 
 class Supervisor(Supervision):
@@ -74,8 +47,9 @@ class Supervisor(Supervision):
     graceful stop (``shutdown_timeout`` seconds) and then cancellation. When a child's
     incarnation ends, its `Restart` type decides whether it comes back; the `Strategy` decides
     which siblings are stopped and restarted with it; the `Backoff` how long to wait; the
-    `RestartIntensity` when to give up and raise `SupervisorEscalation`. `docs/actors.md` states
-    the rules in full.
+    `RestartIntensity` when to give up and raise `SupervisorEscalation`. A child started with an
+    intensity of its own is given up alone instead, and the supervisor goes on
+    (`start_child`). `docs/actors.md` states the rules in full.
     """
 
     def __init__(
@@ -113,6 +87,14 @@ class Supervisor(Supervision):
         """Where messages left in the mailboxes of ended incarnations are recorded."""
         return self._dead_letters
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a child now: running, starting, or waiting to be restarted.
+
+        Unlike `lookup`, true during a restart's backoff too: use it to keep from starting a
+        second child of the same name (which `start_child` refuses with ``ValueError``).
+        """
+        return name in self._children
+
     def children(self) -> list[str]:
         """Return the names of the children, running or about to restart, in start order."""
         return list(self._children)
@@ -147,6 +129,7 @@ class Supervisor(Supervision):
             crashed=self._crashed,
             relocated=self._relocated,
             escalations=self._escalations,
+            given_up=self._given_up,
             dead_letters=self._dead_letters.count,
         )
 
@@ -159,11 +142,25 @@ class Supervisor(Supervision):
         mailbox_size: int = DEFAULT_MAILBOX_SIZE,
         throughput: int = DEFAULT_THROUGHPUT,
         placement: object = None,
+        intensity: RestartIntensity | None = None,
+        backoff: Backoff | None = None,
+        on_give_up: GiveUp | None = None,
     ) -> ActorRef[MessageT]:
         """Start an actor built by ``factory(*args)`` and supervise it.
 
         The factory is called again for every restart, so each incarnation starts from a fresh
         instance (and from the latest checkpoint, if the supervisor has a store).
+
+        With ``intensity``, the child's restarts are counted against its own limit, not the
+        supervisor's: more than ``intensity.max_restarts`` within ``intensity.within`` seconds
+        and the supervisor *gives it up*: removes it (its name is free again), counts it in
+        `SupervisorStatistics.given_up`, logs ``actor.given_up``, runs ``await
+        on_give_up(name, last_crash)`` as a task of its own, and goes on supervising the
+        others. This is Akka's per-child ``OneForOneStrategy(maxNrOfRetries,
+        withinTimeRange)``, which stops the child, rather than OTP's per-supervisor
+        intensity, which takes the supervisor down with it: one child's crash loop is then
+        that child's fault, not its siblings'. The supervisor's own intensity still counts
+        the children started without one.
 
         Args:
             factory: Builds the actor, usually its class.
@@ -173,12 +170,22 @@ class Supervisor(Supervision):
             mailbox_size: Capacity of the user lane of its mailbox (0: rendezvous).
             throughput: Messages it may handle in a row before yielding to other tasks.
             placement: Opaque value the actor sees as ``Actor.placement``.
+            intensity: Its own restart limit; ``None``: it counts against the supervisor's.
+            backoff: Its own delays before restarts, e.g. ``Backoff(initial=0.1, cap=1.6)``
+                doubles from 0.1 s to 1.6 s as Akka's ``BackoffSupervisor`` does from
+                ``minBackoff`` to ``maxBackoff``; ``None``: the supervisor's.
+            on_give_up: Awaited as ``on_give_up(name, last_crash)`` when the child is given
+                up (``last_crash`` is None if its last incarnation stopped normally). An
+                exception out of it ends the supervisor: handle your own.
 
         Returns:
             The reference to the first incarnation, once its ``on_start`` has returned.
 
         Raises:
-            ValueError: ``name`` is taken, ``mailbox_size`` < 0 or ``throughput`` < 1.
+            ValueError: ``name`` is taken, ``mailbox_size`` < 0 or ``throughput`` < 1;
+                ``intensity`` under a strategy other than `Strategy.ONE_FOR_ONE` (a group
+                restarts together, so it cannot lose one member); ``on_give_up`` without
+                ``intensity`` (it would never run).
             ActorStopped: The supervisor is not running (shut down or escalated).
             Exception: Whatever ``factory``, ``Actor.restore`` or ``on_start`` raised; the
                 child is then not registered.
@@ -187,6 +194,12 @@ class Supervisor(Supervision):
             raise ValueError(f"throughput must be >= 1, got {throughput}")
         if mailbox_size < 0:
             raise ValueError(f"mailbox_size must be >= 0, got {mailbox_size}")
+        if intensity is not None and self._strategy is not Strategy.ONE_FOR_ONE:
+            raise ValueError(
+                f"a child's own intensity needs Strategy.ONE_FOR_ONE, not {self._strategy.name}"
+            )
+        if on_give_up is not None and intensity is None:
+            raise ValueError("on_give_up needs an intensity of the child's own")
         if name is None:
             name = f"{getattr(factory, '__name__', 'actor')}-{next(self._auto_names)}"
         child = Child(
@@ -198,6 +211,9 @@ class Supervisor(Supervision):
             mailbox_size=mailbox_size,
             throughput=throughput,
             placement=placement,
+            intensity=intensity,
+            backoff=backoff,
+            on_give_up=on_give_up,
         )
         await self._start_new(child)
         incarnation = child.incarnation

@@ -28,9 +28,9 @@ from actors import Actor, ActorError
 
 from . import _lifecycle as lifecycle
 from ._billing import billing_limit_detail
-from ._bus import Item
 from ._errors import InvalidRequest
 from ._job import Event, Job, LogLine
+from ._job_writer import JobWriter
 from ._launch import (command_refusal, trainer_command, trainer_config, trainer_env,
                       users_own_command)
 from ._money import format_money
@@ -127,7 +127,7 @@ class JobActor(Actor[JobMessage]):
         self._fenced = False
         self._job: Job | None = None
         self._run_scope: trio.CancelScope | None = None
-        self._published_state_seq = 0
+        self._writer = JobWriter(runtime)
         self._running = False
         """A run task exists (waiting for capacity, starting, or running the trainer)."""
 
@@ -158,7 +158,7 @@ class JobActor(Actor[JobMessage]):
         if job is None:
             raise LookupError(f"job {self._job_id} is not in the store")
         self._job = job
-        self._published_state_seq = job.state_seq
+        self._writer.published_state_seq = job.state_seq
         if job.status.is_final:
             self.stop()
         elif job.status is JobStatus.CANCELLING:
@@ -298,25 +298,8 @@ class JobActor(Actor[JobMessage]):
     async def _persist(self, job: Job, events: tuple[Event, ...],
                        lines: tuple[LogLine, ...],
                        entries: tuple[LedgerEntry, ...]) -> tuple[float, float]:
-        epoch = self._rt.cluster.epoch_of(job.id)
-        if epoch is None:
-            raise LeaseLost(job.id, 0)
-        live = self._rt.live_jobs
-        live.begin_write(job.id)  # from before the commit until the bus has it
-        try:
-            balance = await self._rt.store.save_job(job, events, lines, entries, epoch=epoch)
-            self._job = job
-            items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
-            items += [Item(job.id, "log", line.n, line.public()) for line in lines]
-            if job.state_seq > self._published_state_seq:
-                items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
-                self._published_state_seq = job.state_seq
-            items.sort(key=lambda item: item.seq)
-            self._rt.bus.publish(job.account_id, items)
-        finally:
-            live.end_write(job.id)
-        for e in events:
-            log.info("job.event", job_id=job.id, type=e.type.value, seq=e.seq)
+        balance = await self._writer.write(job, events, lines, entries)
+        self._job = job
         return balance
 
     async def _run(self, cause: str | None) -> None:
@@ -381,19 +364,26 @@ class JobActor(Actor[JobMessage]):
             return None
         workdir = rt.settings.jobs_dir.resolve() / job.id
         attempt_dir = workdir / f"attempt-{job.attempt + 1}"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        resume_from = None
-        if job.checkpoint is not None:  # maybe saved by another process: fetch it here
-            resume_from = await rt.checkpoint_storage.fetch(
-                job.id, job.checkpoint.path, workdir / "checkpoints")
-        config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
-                                workdir=workdir, resume_from=resume_from,
-                                training_file=training_file,
-                                data_format=rt.file_format(job.spec.training_file))
-        payload = config.model_dump_json(indent=2)
-        config_path = attempt_dir / "config.json"
-        config_path.write_text(payload)
-        hand_over(workdir, rt.trainer_user)
+        # The job's directory failing (a file in its place, a full disk) is this run's
+        # platform error, restarted up to max_restarts; never a crash of the actor (issue 14).
+        try:
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            resume_from = None
+            if job.checkpoint is not None:  # maybe saved by another process: fetch it here
+                resume_from = await rt.checkpoint_storage.fetch(
+                    job.id, job.checkpoint.path, workdir / "checkpoints")
+            config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
+                                    workdir=workdir, resume_from=resume_from,
+                                    training_file=training_file,
+                                    data_format=rt.file_format(job.spec.training_file))
+            payload = config.model_dump_json(indent=2)
+            config_path = attempt_dir / "config.json"
+            config_path.write_text(payload)
+            hand_over(workdir, rt.trainer_user)
+        except OSError as exc:
+            await self._line(Error(kind="platform", message=(
+                f"cannot prepare the run in the job's directory: {exc}")).model_dump_json())
+            return None
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
         resume = job.checkpoint.step if job.checkpoint else None
         try:

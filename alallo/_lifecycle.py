@@ -29,6 +29,7 @@ from .trainers import Checkpoint, Done, Error, Integration, Stage
 from .trainers import Progress as TrainerProgress
 
 __all__ = [
+    "ActorFailed",
     "AutoCancel",
     "CancelRequested",
     "CheckpointNotShared",
@@ -154,9 +155,20 @@ class LimitReached:
     limit: Literal["budget", "time_limit"]
 
 
+@dataclass(frozen=True)
+class ActorFailed:
+    """The job's actor is gone for good: its supervisor gave it up after too many crashes,
+    or it could not start. A platform error, with no run left to try: the job fails now
+    (a job being cancelled ends cancelled, as asked)."""
+
+    now: float
+    reason: str
+    """Why, in words, for the event and the operator (e.g. the actor's last error)."""
+
+
 Input = (Created | WaitingForCapacity | NotAvailable | Started | TrainerReported
          | TrainerExited | CancelRequested | AutoCancel | LimitReached | Rescheduled
-         | CheckpointNotShared)
+         | CheckpointNotShared | ActorFailed)
 
 
 @dataclass(frozen=True)
@@ -275,6 +287,12 @@ def apply(job: Job, event: Input) -> Transition:
             draft.set(status=JobStatus.RE_SCHEDULING, message=Message.RE_SCHEDULING.value,
                       restart_cause=f"re-scheduled: {reason}")
             draft.event(EventType.JOB_RESCHEDULED, f"Job re-scheduled: {reason}")
+        case ActorFailed(reason=reason):
+            if job.status is JobStatus.CANCELLING:
+                _exited(draft, None, 0)
+            else:
+                _fail(draft, Message.PLATFORM_ERROR.value, "platform_error", EventType.JOB_ERROR,
+                      detail=reason)
         case LimitReached(limit=limit):
             if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
                 return _unchanged(job)

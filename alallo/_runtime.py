@@ -21,7 +21,6 @@ import hashlib
 import math
 import time
 import uuid
-from collections import deque
 from functools import partial
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
@@ -35,6 +34,7 @@ from actors import ActorRef, ActorStopped, Restart, RestartIntensity, Supervisor
 from actors import SupervisorStatistics
 
 from . import _lifecycle as lifecycle
+from ._actor_failure import fail_job
 from ._bus import EventBus, Item, Lagged
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import Conflict, Forbidden, InvalidRequest, NotFound, SettingError, Unauthorized
@@ -58,6 +58,7 @@ from ._key_cache import KeyCache
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._launch import COMMANDS_NOT_ALLOWED
 from ._spec import CommandTrainer, JobSpec, NamedTrainer
+from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._store import FileRow, Store, StoreUnavailable
 from ._tolerant import read_item
 from ._trainer_env import trainer_user
@@ -76,7 +77,8 @@ SCHEDULER_ASK_S = 10.0
 CANCEL_TIMEOUT_S = 30.0
 """How long a cancel request waits for the job's actor to take it."""
 JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
-"""Restarts of job actors the supervisor allows before giving up (across all jobs)."""
+"""Restarts the supervisor of job actors allows its children without an intensity of their own
+(the scheduler) before it gives up; each job's actor has its own (:data:`JOB_ACTOR_INTENSITY`)."""
 NO_CAPACITY_NOTE = "No capacity is free right now; the job would wait in the queue."
 
 log = structlog.get_logger("alallo.runtime")
@@ -130,12 +132,10 @@ class Runtime:
         self._background: trio.Nursery | None = None
         self._files: dict[str, FileRow] = {}
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
-        self._starter: trio.Nursery | None = None
-        self._recovering = False
-        """Job actors are still being started in the background (see :meth:`_start_queued`)."""
-        self._start_queue: deque[tuple[Job, str | None]] = deque()
-        self._pending_starts: dict[str, trio.Event] = {}
-        """Jobs whose actor waits in the start queue: set once it has started (or failed to)."""
+        self.starter = Starter(lambda job, cause: self._start_actor(job, cause),
+                               exists=lambda job_id: job_id in (self._supervisor or ()),
+                               fail=partial(fail_job, self))
+        """The one way job actors start, at most once per job (:mod:`alallo._starter`)."""
 
     @property
     def bus(self) -> EventBus:
@@ -150,6 +150,25 @@ class Runtime:
         self._bus = bus
 
     async def __aenter__(self) -> Runtime:
+        try:
+            await self._open()
+        except BaseException as exc:
+            # Close what was opened (nurseries, the supervisor), in this task and in order,
+            # before the error leaves: a nursery left open by a failed __aenter__ turns any
+            # error into a TrioInternalError (issue 14). The nurseries wrap it in groups on
+            # the way out; the caller gets the error itself.
+            try:
+                await self.__aexit__(type(exc), exc, exc.__traceback__)
+            except BaseException as closing:
+                leaf = closing
+                while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                    leaf = leaf.exceptions[0]
+                if leaf is not exc:
+                    raise
+            raise
+        return self
+
+    async def _open(self) -> None:
         settings = self.settings
         for folder in (settings.data_dir, settings.files_dir, settings.jobs_dir,
                        settings.models_dir):
@@ -167,13 +186,11 @@ class Runtime:
                             checkpoints=self._checkpoints))
         self.scheduler = await self._supervisor.start_child(
             Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
-        self._starter = await self._stack.enter_async_context(trio.open_nursery())
-        self._stack.callback(self._starter.cancel_scope.cancel)  # at exit: stop starting first
+        await self._stack.enter_async_context(self.starter.open())  # at exit: stop starting first
         # Recovery: the live jobs are read in bulk and their actors start in the
         # background; the runtime serves at once.
         await self._queue_starts([claim.job_id for claim in await self.cluster.claim_expired()])
         await self._stack.enter_async_context(self._cluster_services())
-        return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -201,7 +218,7 @@ class Runtime:
         """Run the jobs whose leases this process took from a stopped one (relocation)."""
         fresh = []
         for claim in claims:
-            if self._supervisor is not None and self._supervisor.lookup(claim.job_id) is None:
+            if self.starter.idle(claim.job_id):
                 fresh.append(claim.job_id)
             elif self.cluster.take_cancel_request(claim.job_id):
                 # Its actor runs here still (this process's heartbeat was late): it
@@ -215,8 +232,10 @@ class Runtime:
         The jobs and their files are read in two queries and the checkpoint
         store is primed with them, so no store read happens per job. Requests
         for a job whose actor has not started yet read the store as usual; a
-        cancel waits for its actor (:meth:`_actor_started`).
+        cancel waits for its actor (:meth:`Starter.wait_started`). A job whose
+        actor is running or on its way already is left alone (:class:`Starter`).
         """
+        job_ids = [job_id for job_id in job_ids if self.starter.idle(job_id)]
         if not job_ids:
             return
         jobs = await self.store.jobs_by_id(job_ids)
@@ -224,52 +243,9 @@ class Runtime:
                    if job.spec.training_file not in self._files]
         for row in await self.store.files_by_id(missing):
             self._files[row.id] = row
-        self._checkpoints.prime(jobs)
         for job in jobs:
-            self._enqueue(job, cause)
-
-    def _enqueue(self, job: Job, cause: str | None) -> None:
-        self._pending_starts.setdefault(job.id, trio.Event())
-        self._start_queue.append((job, cause))
-        if not self._recovering and self._starter is not None:
-            self._recovering = True
-            self._starter.start_soon(self._start_queued)
-
-    async def _start_queued(self) -> None:
-        """Start the queued actors one after the other, until the queue is empty.
-
-        One after the other (each ``start_child`` returns once the actor's
-        ``on_start`` has, which for a queued or running job only starts its
-        run task), so queued jobs ask the scheduler for capacity in their
-        order, and jobs created meanwhile join the end, behind them.
-        """
-        started = time.monotonic()
-        count = 0
-        try:
-            while self._start_queue:
-                job, cause = self._start_queue.popleft()
-                try:
-                    if self._supervisor is not None and self._supervisor.lookup(job.id) is None:
-                        await self._start_actor(job.id, job, cause=cause)
-                        count += 1
-                except ActorStopped:
-                    return  # the runtime is closing
-                except Exception:
-                    log.exception("job.start_failed", job_id=job.id)
-                finally:
-                    event = self._pending_starts.pop(job.id, None)
-                    if event is not None:
-                        event.set()
-        finally:
-            self._recovering = False
-        log.info("runtime.actors_started", jobs=count,
-                 seconds=round(time.monotonic() - started, 3))
-
-    async def _actor_started(self, job_id: str) -> None:
-        """Wait until the job's actor has started, if it waits in the start queue."""
-        event = self._pending_starts.get(job_id)
-        if event is not None:
-            await event.wait()
+            if self.starter.request(job, cause):  # primed only for a start that will read it
+                self._checkpoints.prime([job])
 
     @property
     def recovering(self) -> bool:
@@ -279,7 +255,7 @@ class Runtime:
         waits for the job's actor, and a job created meanwhile starts after
         the recovered ones.
         """
-        return self._recovering
+        return self.starter.recovering
 
     def _on_cancel_notice(self, job_id: str) -> None:
         if self.cluster.owns(job_id) and self._background is not None:
@@ -296,7 +272,7 @@ class Runtime:
                 await self._tell_cancel(job_id)
 
     async def _tell_cancel(self, job_id: str) -> None:
-        await self._actor_started(job_id)
+        await self.starter.wait_started(job_id)
         ref = self._supervisor.lookup(job_id) if self._supervisor else None
         if ref is not None:
             with contextlib.suppress(ActorStopped):
@@ -508,10 +484,7 @@ class Runtime:
                                   owner=self.cluster.node_id)
         self.cluster.hold(job.id, 1)
         self._checkpoints.prime([job])  # its actor starts from it without reading it back
-        if self._recovering:
-            self._enqueue(job, None)  # behind the recovered jobs: it must not overtake them
-        else:
-            await self._start_actor(job.id, job)
+        await self.starter.start(job)  # queued behind recovered jobs: it must not overtake them
         return job
 
     async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -636,18 +609,19 @@ class Runtime:
                                  param="hyperparameters.max_steps")
         return steps
 
-    async def _start_actor(self, job_id: str, job: Job | None = None, *,
-                           cause: str | None = None) -> None:
+    async def _start_actor(self, job: Job, cause: str | None = None) -> None:
+        """Start the job's actor under the supervisor, with its own restart limit (only
+        through :attr:`starter`, which starts each job once)."""
         if self._supervisor is None:
             raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
-        if job is None:
-            job = await self.store.get_job(job_id)
-        if job is not None and job.spec.training_file not in self._files:
+        if job.spec.training_file not in self._files:
             row = await self.store.get_file(job.account_id, job.spec.training_file)
             if row is not None:
                 self._files[row.id] = row
-        await self._supervisor.start_child(JobActor, self, job_id, cause, name=job_id,
-                                           restart=Restart.TRANSIENT)
+        await self._supervisor.start_child(
+            JobActor, self, job.id, cause, name=job.id, restart=Restart.TRANSIENT,
+            intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF,
+            on_give_up=self.starter.given_up)
 
     async def get_job(self, account_id: str, job_id: str) -> Job:
         """One of the account's jobs. Raises :class:`NotFound`.
@@ -686,7 +660,7 @@ class Runtime:
         """
         job = await self.get_job(account_id, job_id)
         if not job.status.is_final:
-            await self._actor_started(job_id)
+            await self.starter.wait_started(job_id)
             ref = self._supervisor.lookup(job_id) if self._supervisor else None
             if ref is not None:
                 try:

@@ -12,12 +12,15 @@ An event or log line that does not validate is left out (:func:`read_item`).
 The repair is made where the row is read, not in a migration: it covers
 every future tightening too, and the job's actor writes the repaired state
 back at its next change. Only a row nothing can be salvaged from (its id or
-status gone) is left out altogether, and said so in the log.
+status gone, or its JSON cut short by a disk or a hand) is left out altogether,
+and said so in the log: one job's bad row never stops a reader, nor a server's
+start (issue 14).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 import structlog
@@ -31,6 +34,8 @@ MAX_REPAIRS = 20
 """Fields dropped from one row at most before it counts as unreadable."""
 
 M = TypeVar("M", bound=BaseModel)
+_ID = re.compile(r'"id"\s*:\s*"([^"]+)"')
+"""The job's id in a row too broken to parse (its first field)."""
 log = structlog.get_logger("alallo.store")
 _reported: set[tuple[str, str]] = set()
 
@@ -38,7 +43,7 @@ _reported: set[tuple[str, str]] = set()
 class UnreadableRow(ValueError):
     """A stored job row that no repair makes valid (``job_id`` may be None)."""
 
-    def __init__(self, job_id: str | None, error: ValidationError) -> None:
+    def __init__(self, job_id: str | None, error: ValueError) -> None:
         super().__init__(f"stored job {job_id or '?'} cannot be read: {error}")
         self.job_id = job_id
 
@@ -53,7 +58,13 @@ def read_job(state: str | bytes) -> Job:
         return Job.model_validate_json(state)
     except ValidationError as exc:
         first = exc
-    data = json.loads(state)
+    try:
+        data = json.loads(state)
+    except ValueError as exc:  # not JSON at all: cut short
+        found = _ID.search(state if isinstance(state, str) else state.decode(errors="replace"))
+        cut_id = found.group(1) if found else None
+        _once(str(cut_id), "unreadable", error=f"not JSON: {exc}")
+        raise UnreadableRow(cut_id, exc) from None
     job_id = data.get("id") if isinstance(data, dict) else None
     dropped: list[str] = []
     for _ in range(MAX_REPAIRS):

@@ -9,6 +9,7 @@ What it shows:
 ``alallo_open_streams{kind}``               gauge      SSE (``job``, ``account``) and ``websocket``
 ``alallo_actor_restarts_total``             counter    job actors restarted after a crash
 ``alallo_actor_crashes_total``              counter    job actor incarnations that crashed
+``alallo_actors_given_up_total``            counter    job actors given up (their jobs failed)
 ``alallo_job_restarts_total{cause}``        counter    runs started again by this process
 ``alallo_job_platform_failures_total``      counter    jobs failed by a platform error
 ``process_*``, ``python_*``                 various    the server process (prometheus-client's own)
@@ -121,6 +122,10 @@ class _ActorCollector(Collector):
         yield CounterMetricFamily("alallo_actor_crashes",
                                   "Job actor incarnations that ended with an exception.",
                                   value=stats.crashed if stats else 0)
+        yield CounterMetricFamily("alallo_actors_given_up",
+                                  "Job actors given up after too many crashes within a minute "
+                                  "(their jobs failed with a platform error; the server went on).",
+                                  value=stats.given_up if stats else 0)
         yield GaugeMetricFamily("alallo_actors_running", "Actors running now (jobs, scheduler).",
                                 value=stats.running if stats else 0)
 

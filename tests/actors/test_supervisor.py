@@ -411,3 +411,93 @@ async def test_dead_letters_are_shared_with_nested_supervisors() -> None:
     async with open_supervisor() as root:
         inner = await root.start_supervisor(name="inner")
         assert inner.dead_letters is root.dead_letters
+
+
+# -- a child's own restart intensity, backoff and give-up -------------------------------------
+
+
+async def test_a_child_over_its_own_intensity_is_given_up_and_the_supervisor_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    given_up: list[tuple[str, BaseException | None, float]] = []
+
+    async def on_give_up(name: str, crash: BaseException | None) -> None:
+        given_up.append((name, crash, trio.current_time()))
+
+    # The supervisor's own intensity allows no restart at all: the child's are not its own.
+    async with open_supervisor(intensity=RestartIntensity(0, 5.0)) as sup:
+        sibling = await sup.start_child(Counter, 0, Journal(), name="sibling")
+        await sup.start_child(
+            FailStartLater,
+            Journal(),
+            name="loop",
+            intensity=RestartIntensity(max_restarts=2, within=60.0),
+            backoff=Backoff(initial=0.1, cap=1.6, jitter=0.0),
+            on_give_up=on_give_up,
+        )
+        await trio.sleep(10)
+        # Crashes at t=0.01 (running), 0.11 and 0.31 (restarts that failed to start):
+        # the third is more than 2 restarts within 60 s.
+        assert [(n, type(c), round(t, 2)) for n, c, t in given_up] == [
+            ("loop", ConnectionError, 0.31)
+        ]
+        assert "loop" not in sup and sup.children() == ["sibling"]
+        stats = sup.statistics()
+        assert (stats.given_up, stats.escalations, stats.restarted, stats.crashed) == (1, 0, 2, 3)
+        assert await sibling.ask(Inc()) == 1, "the others go on"
+        again = await sup.start_child(Counter, name="loop")  # its name is free again
+        assert again.incarnation == 1
+
+
+async def test_a_childs_own_backoff_doubles_from_min_to_max(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    restarted_at: list[float] = []
+    async with open_supervisor() as sup:
+        await sup.start_child(
+            Counter,
+            name="c",
+            intensity=RestartIntensity(max_restarts=10, within=60.0),
+            backoff=Backoff(initial=0.1, cap=1.6, jitter=0.0),
+        )
+        for _ in range(6):
+            ref = sup.lookup("c")
+            assert ref is not None
+            crashed_at = trio.current_time()
+            await ref.tell(Boom())
+            while sup.lookup("c") in (None, ref):
+                assert "c" in sup, "a child waiting for its restart is still a child"
+                await trio.sleep(0.01)
+            restarted_at.append(round(trio.current_time() - crashed_at, 1))
+    assert restarted_at == [0.1, 0.2, 0.4, 0.8, 1.6, 1.6]
+
+
+async def test_a_childs_own_intensity_is_checked() -> None:
+    async def on_give_up(name: str, crash: BaseException | None) -> None:
+        pass  # pragma: no cover
+
+    async with open_supervisor(strategy=Strategy.ONE_FOR_ALL) as sup:
+        with pytest.raises(ValueError, match="needs Strategy.ONE_FOR_ONE, not ONE_FOR_ALL"):
+            await sup.start_child(Counter, name="c", intensity=RestartIntensity(1, 1.0))
+    async with open_supervisor() as sup:
+        with pytest.raises(ValueError, match="on_give_up needs an intensity"):
+            await sup.start_child(Counter, name="c", on_give_up=on_give_up)
+        assert "c" not in sup and 42 not in sup
+
+
+async def test_an_error_in_on_give_up_is_the_supervisors_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def on_give_up(name: str, crash: BaseException | None) -> None:
+        raise KeyError(name)
+
+    with pytest.raises(KeyError, match="loop"):
+        async with open_supervisor() as sup:
+            await sup.start_child(
+                FailStartLater,
+                Journal(),
+                name="loop",
+                intensity=RestartIntensity(0, 5.0),
+                on_give_up=on_give_up,
+            )
+            await trio.sleep_forever()

@@ -12,8 +12,9 @@ from alallo._estimate import estimate_price, estimate_time
 from alallo._plans import plan_options
 from alallo._catalogue import Catalogue
 from alallo._job import Job, Progress
+from alallo._money import format_money
 from alallo._lifecycle import (
-    CancelRequested, Created, Input, Started, TrainerExited, TrainerReported,
+    ActorFailed, CancelRequested, Created, Input, Started, TrainerExited, TrainerReported,
     WaitingForCapacity, append_log, apply,
 )
 from alallo.trainers import Checkpoint, Done, Error, Progress as TrainerProgress, Stage
@@ -109,6 +110,29 @@ def test_crash_without_a_user_error_is_a_platform_error(returncode: int) -> None
     assert types[-1] is EventType.JOB_ERROR
 
 
+def test_a_failed_actor_fails_the_job_for_the_platform_and_refunds_what_it_paid() -> None:
+    job, _ = run(new_job(30), Started(now=T0),
+                 TrainerReported(TrainerProgress(step=12, max_steps=30), now=T0 + 1),
+                 TrainerReported(Checkpoint(step=10, path="/c/checkpoint-10"), now=T0 + 1))
+    assert job.charged > 0
+    transition = apply(job, ActorFailed(now=T0 + 2, reason="its actor failed 6 times"))
+    failed = transition.job
+    assert (failed.status, failed.message) == (JobStatus.FAILED, Message.PLATFORM_ERROR.value)
+    assert failed.error is not None and failed.error.code == "platform_error"
+    assert failed.charged - failed.refunded == 0
+    assert [(e.type, e.message) for e in transition.events] == [
+        (EventType.JOB_ERROR, f"{Message.PLATFORM_ERROR.value} (its actor failed 6 times)"),
+        (EventType.REFUND, f"Refunded {format_money(job.charged)}: failed jobs cost nothing")]
+    assert not apply(failed, ActorFailed(now=T0 + 3, reason="again")).changed
+
+
+def test_a_failed_actor_of_a_job_being_cancelled_ends_it_cancelled() -> None:
+    job, types = run(new_job(), Started(now=T0), CancelRequested(now=T0 + 1),
+                     ActorFailed(now=T0 + 2, reason="its actor failed"))
+    assert job.status is JobStatus.CANCELLED
+    assert types[-1] is EventType.JOB_STOPPED
+
+
 def test_cancel_while_running_goes_cancelling_then_cancelled() -> None:
     job, types = run(new_job(), Started(now=T0), CancelRequested(now=T0 + 1))
     assert job.status is JobStatus.CANCELLING
@@ -155,6 +179,7 @@ def test_log_lines_take_sequence_numbers_but_leave_the_state_alone() -> None:
 
 inputs = st.one_of(
     st.builds(Started, now=st.just(T0)),
+    st.builds(ActorFailed, now=st.just(T0), reason=st.just("its actor failed")),
     st.builds(CancelRequested, now=st.just(T0)),
     st.builds(WaitingForCapacity, now=st.just(T0)),
     st.builds(TrainerExited, returncode=st.sampled_from([None, 0, 1, -9]), now=st.just(T0)),

@@ -59,6 +59,21 @@ def test_a_row_without_what_makes_a_job_is_unreadable() -> None:
         read_job(json.dumps(data))
 
 
+@pytest.mark.parametrize("cut", [0, 1, 40, -1])
+def test_a_row_cut_short_is_unreadable_not_an_error_of_the_reader(cut: int) -> None:
+    data = stored()
+    data["id"] = f"ft-cut-{cut}"
+    text = json.dumps(data)
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(UnreadableRow, match="cannot be read") as info:
+            read_job(text[:cut])
+    if cut in (0, 1):
+        assert info.value.job_id is None
+    else:
+        assert info.value.job_id == data["id"]
+        assert [entry["event"] for entry in logs] == ["store.row_unreadable"]
+
+
 def test_an_event_of_a_type_that_is_gone_is_left_out() -> None:
     good = Event(seq=1, created_at=1, type=EventType.JOB_PENDING, message="created")
     assert read_item(Event, good.model_dump(mode="json"), job_id="ft-1") == good

@@ -70,6 +70,7 @@ async def test_every_figure_is_there_before_any_job(client: httpx.AsyncClient) -
         assert value(samples, "alallo_open_streams", kind=kind) == 0
     for name in ("alallo_queue_length", "alallo_training_steps_per_second",
                  "alallo_actor_restarts_total", "alallo_actor_crashes_total",
+                 "alallo_actors_given_up_total",
                  "alallo_job_platform_failures_total"):
         assert value(samples, name) == 0, name
     for cause in RESTART_CAUSES:

@@ -1,0 +1,71 @@
+"""`JobWriter`: a job's changes committed under its lease, then published (DESIGN.md rules 1, 3).
+
+The job's actor writes through one for as long as it runs. When the actor is gone for good
+(its supervisor gave it up), the runtime writes the job's failure through a fresh one: the
+actor's last committed state is the one it starts from, so the one-writer rule holds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ._bus import Item
+from ._job import Event, Job, LogLine
+from ._store import LeaseLost
+
+if TYPE_CHECKING:
+    from ._billing import LedgerEntry
+    from ._runtime import Runtime
+
+__all__ = ["JobWriter"]
+
+log = structlog.get_logger("alallo.job")
+
+
+class JobWriter:
+    """Commits one job's states, events, log lines and ledger entries, then publishes them.
+
+    Args:
+        runtime: Whose store, cluster leases, cache of live jobs and bus are used.
+        published_state_seq: The job state already published (its ``state_seq``); a state is
+            published again only when it is newer.
+    """
+
+    def __init__(self, runtime: Runtime, published_state_seq: int = 0) -> None:
+        self._rt = runtime
+        self.published_state_seq = published_state_seq
+
+    async def write(self, job: Job, events: tuple[Event, ...] = (),
+                    lines: tuple[LogLine, ...] = (),
+                    entries: tuple[LedgerEntry, ...] = ()) -> tuple[float, float]:
+        """Commit under the job's lease, then publish on the bus; the account's money after.
+
+        Returns:
+            ``(balance, billing_limit)`` of the job's account after the commit, in USD.
+
+        Raises:
+            LeaseLost: this process does not hold the job's lease (nothing written).
+            StoreUnavailable: the store failed (nothing published).
+        """
+        epoch = self._rt.cluster.epoch_of(job.id)
+        if epoch is None:
+            raise LeaseLost(job.id, 0)
+        live = self._rt.live_jobs
+        live.begin_write(job.id)  # from before the commit until the bus has it
+        try:
+            balance = await self._rt.store.save_job(job, events, lines, entries, epoch=epoch)
+            items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
+            items += [Item(job.id, "log", line.n, line.public()) for line in lines]
+            if job.state_seq > self.published_state_seq:
+                items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
+                self.published_state_seq = job.state_seq
+            items.sort(key=lambda item: item.seq)
+            self._rt.bus.publish(job.account_id, items)
+        finally:
+            live.end_write(job.id)
+        for e in events:
+            log.info("job.event", job_id=job.id, type=e.type.value, seq=e.seq)
+        return balance
