@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import fsspec
+import fsspec  # type: ignore[import-untyped]
 
 from ._errors import SettingError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -29,7 +30,9 @@ def format_duration(
     two steps goes: a range rounds its low end down and its high end up, so
     that the text still holds the range (:attr:`TimeRange.text`).
     """
-    round_to = {"nearest": round, "down": math.floor, "up": math.ceil}[rounding]
+    roundings: dict[str, Callable[[float], int]] = {
+        "nearest": round, "down": math.floor, "up": math.ceil}
+    round_to = roundings[rounding]
     if seconds < (60 if rounding == "down" else 30):
         return "< 1 min"
     if seconds < minutes_below:

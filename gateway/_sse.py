@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import trio
@@ -114,7 +114,7 @@ async def job_stream(request: Request) -> Response:
         # Everything was sent: 204 makes a reconnecting browser stop for good.
         return Response(status_code=204, headers={"Last-Event-ID": str(after)})
 
-    async def chunks() -> AsyncIterator[bytes]:
+    async def chunks() -> AsyncGenerator[bytes, None]:
         last: dict[str, Any] = {}
         first = True
         async for batch in runtime.stream_batches(account, job_id, after=after):
@@ -135,7 +135,7 @@ async def account_stream(request: Request) -> Response:
     after = resume_point(request)
     runtime = runtime_of(request)
 
-    async def chunks() -> AsyncIterator[bytes]:
+    async def chunks() -> AsyncGenerator[bytes, None]:
         first = True
         async for item in runtime.stream_jobs(account, after=after):
             yield _chunk([item], first=first)
@@ -144,7 +144,7 @@ async def account_stream(request: Request) -> Response:
     return event_stream(request, chunks, after=after, kind="account")
 
 
-def event_stream(request: Request, source: Callable[[], AsyncIterator[bytes]],
+def event_stream(request: Request, source: Callable[[], AsyncGenerator[bytes, None]],
                  *, after: int, kind: str) -> EventSourceResponse:
     """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
 
