@@ -69,11 +69,11 @@ async def test_the_same_job_queued_twice_at_start_starts_once_and_finishes_once(
     rt.cluster.claim_expired = recovered_twice  # type: ignore[method-assign]
     async with rt:
         assert [c.job_id for c in claims] == [job.id]
-        await rt._adopt(claims)  # and adopted too, while its actor starts
-        await rt._adopt(claims)
+        await rt.relocation.adopt(claims)  # and adopted too, while its actor starts
+        await rt.relocation.adopt(claims)
         with trio.fail_after(30):
             final = await rt.wait_for_final(account, job.id)
-        await rt._adopt(claims)  # a start request for a job that ended is a no-op
+        await rt.relocation.adopt(claims)  # a start request for a job that ended is a no-op
         stats = rt.actor_statistics()
         events, _ = await rt.list_events(account, job.id, limit=1000)
     assert final.status is JobStatus.SUCCEEDED
