@@ -180,7 +180,7 @@ class Store(AccountRows, SessionRows):
     def open(self) -> str:
         """Bring the schema to the newest revision (sync: runs once at start-up).
 
-        Runs the Alembic migrations of :mod:`alallo.migrations` (an empty
+        Runs the Alembic migrations of :mod:`alallo._migrations` (an empty
         database gets the whole schema); PostgreSQL servers starting together
         migrate once, under an advisory lock.
 
@@ -193,7 +193,7 @@ class Store(AccountRows, SessionRows):
         """
         from alembic.util import CommandError
 
-        from .migrations import upgrade
+        from ._migrations import upgrade
 
         def run() -> str:
             with self._engine.connect() as connection:

@@ -1,4 +1,4 @@
-"""Alembic's environment for the store's schema (see :mod:`alallo.migrations`).
+"""Alembic's environment for the store's schema (see :mod:`alallo._migrations`).
 
 The store hands over its open connection (``config.attributes["connection"]``)
 so that a migration runs with the engine's own settings (SQLite's pragmas);
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import context
 
 from alallo._store_schema import metadata
-from alallo.migrations import MIGRATION_LOCK_KEY
+from alallo._migrations import MIGRATION_LOCK_KEY
 
 config = context.config
 

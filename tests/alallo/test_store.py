@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from alallo import Event, Job, JobStatus, Runtime, Settings
 from alallo._store import LeaseLost, Store, StoreUnavailable
 from alallo._store_schema import metadata
-from alallo.migrations import INITIAL_REVISION, config, head_revision
+from alallo._migrations import INITIAL_REVISION, config, head_revision
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
