@@ -13,28 +13,25 @@ looking into it.``, charged nothing.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import structlog
 
 from . import _lifecycle as lifecycle
-from ._job_writer import JobWriter
+from ._job_context import JobContext
 from ._status import EventType
 from ._store import LeaseLost, StoreUnavailable
-
-if TYPE_CHECKING:
-    from ._runtime import Runtime
 
 __all__ = ["fail_job"]
 
 log = structlog.get_logger("alallo.job")
 
 
-async def fail_job(runtime: Runtime, job_id: str, reason: str) -> None:
+async def fail_job(context: JobContext, job_id: str, reason: str) -> None:
     """Fail the job whose actor is gone for good, and tell the operator why.
 
     Args:
-        runtime: The runtime that held the job's actor (and holds its lease).
+        context: The job context of the runtime that held the job's actor (and holds its
+            lease).
         job_id: The job.
         reason: Why its actor is gone, in words: the end of its JOB_ERROR event.
 
@@ -43,24 +40,24 @@ async def fail_job(runtime: Runtime, job_id: str, reason: str) -> None:
     starts it again) or a row that cannot be read are logged and told to the operator.
     """
     try:
-        job = await runtime.store.get_job(job_id)
+        job = await context.load(job_id)
         if job is None:
             log.error("job.actor_failed", job_id=job_id, reason=reason, row="unreadable")
-            runtime.notify_operator(job_id, f"{reason}; its stored row cannot be read")
+            context.notify_operator(job_id, f"{reason}; its stored row cannot be read")
             return
         transition = lifecycle.apply(job, lifecycle.ActorFailed(now=time.time(), reason=reason))
         if transition.changed:
-            await JobWriter(runtime, job.state_seq).write(
+            await context.writer(job.state_seq).write(
                 transition.job, transition.events, (), transition.ledger)
         log.error("job.actor_failed", job_id=job_id, reason=reason,
                   status=transition.job.status.value)
         for event in transition.events:
             if event.type is EventType.JOB_ERROR:
-                runtime.notify_operator(job_id, event.message)
+                context.notify_operator(job_id, event.message)
         if transition.job.status.is_final:
-            runtime.cluster.drop(job_id)
+            context.release(job_id)
     except LeaseLost:
         log.warning("job.actor_failed", job_id=job_id, reason=reason, lease="lost")
     except StoreUnavailable as exc:
         log.error("job.actor_failed", job_id=job_id, reason=reason, store=str(exc))
-        runtime.notify_operator(job_id, f"{reason}; the failure could not be stored: {exc}")
+        context.notify_operator(job_id, f"{reason}; the failure could not be stored: {exc}")

@@ -30,21 +30,25 @@ from . import _lifecycle as lifecycle
 from ._billing import billing_limit_detail
 from ._errors import InvalidRequest
 from ._job import Event, Job, LogLine
-from ._job_writer import JobWriter
-from ._launch import (command_refusal, trainer_command, trainer_config, trainer_env,
-                      users_own_command)
+from ._job_context import JobContext
+from ._launch import (
+    command_refusal,
+    trainer_command,
+    trainer_config,
+    trainer_env,
+    users_own_command,
+)
 from ._money import format_money
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
 from ._scheduler import Acquire, Grant, Release
-from ._store import LeaseLost
 from ._status import EventType, JobStatus
+from ._store import LeaseLost
 from ._trainer_env import hand_over
 from ._trainer_process import TrainerProcess
 from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:
     from ._billing import LedgerEntry
-    from ._runtime import Runtime
 
 __all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
 
@@ -118,16 +122,16 @@ class JobActor(Actor[JobMessage]):
 
     control_messages: ClassVar[tuple[type, ...]] = (CancelJob, RescheduleJob)
 
-    def __init__(self, runtime: Runtime, job_id: str, cause: str | None = None) -> None:
+    def __init__(self, context: JobContext, job_id: str, cause: str | None = None) -> None:
         super().__init__()
-        self._rt = runtime
+        self._ctx = context
         self._job_id = job_id
         self._cause = cause
         """Why a running job starts again here (None: the server restarted)."""
         self._fenced = False
         self._job: Job | None = None
         self._run_scope: trio.CancelScope | None = None
-        self._writer = JobWriter(runtime)
+        self._writer = context.writer()
         self._running = False
         """A run task exists (waiting for capacity, starting, or running the trainer)."""
 
@@ -154,7 +158,7 @@ class JobActor(Actor[JobMessage]):
             self._lose_lease(exc)
 
     async def _start(self) -> None:
-        job = self._job or await self._rt.store.get_job(self._job_id)
+        job = self._job or await self._ctx.load(self._job_id)
         if job is None:
             raise LookupError(f"job {self._job_id} is not in the store")
         self._job = job
@@ -168,7 +172,7 @@ class JobActor(Actor[JobMessage]):
             again = (ACTOR_RESTARTED if self.incarnation > 1
                      else self._cause or SERVER_RESTARTED)
             cause = job.restart_cause or (again if running else None)
-            if self._rt.cluster.take_cancel_request(job.id):
+            if self._ctx.take_cancel_request(job.id):
                 await self._apply(lifecycle.CancelRequested(now=time.time()))
                 if self._job is None or self.job.status.is_final or self._fenced:
                     return
@@ -178,7 +182,7 @@ class JobActor(Actor[JobMessage]):
         """Another process took the job: stop the trainer, then this actor, writing nothing."""
         log.warning("job.lease_lost", job_id=self._job_id, epoch=exc.epoch)
         self._fenced = True
-        self._rt.cluster.drop(self._job_id)
+        self._ctx.release(self._job_id)
         if self._run_scope is not None:
             self._run_scope.cancel()
         self.stop()
@@ -223,7 +227,7 @@ class JobActor(Actor[JobMessage]):
                 # not start the next run (whose start this stale end would then fail).
                 self._running = False
                 await self._apply(lifecycle.TrainerExited(
-                    returncode=code, now=now, max_restarts=self._rt.settings.max_restarts))
+                    returncode=code, now=now, max_restarts=self._ctx.settings.max_restarts))
             case _LimitReached(limit=limit):
                 await self._apply(lifecycle.LimitReached(now=now, limit=limit))
         return None
@@ -234,10 +238,10 @@ class JobActor(Actor[JobMessage]):
             if message.text.strip():
                 job, line = lifecycle.append_log(self.job, message.text, now=now)
                 await self._persist(job, (), (line,), ())
-        elif isinstance(message, Checkpoint) and self._rt.checkpoint_storage.shared:
+        elif isinstance(message, Checkpoint) and self._ctx.checkpoint_storage.shared:
             # Recorded only once any process can fetch it (storage_url).
             try:
-                await self._rt.checkpoint_storage.upload(self.job.id, Path(message.path))
+                await self._ctx.checkpoint_storage.upload(self.job.id, Path(message.path))
             except OSError as exc:
                 log.warning("job.checkpoint_not_shared", job_id=self.job.id,
                             step=message.step, error=str(exc))
@@ -274,8 +278,8 @@ class JobActor(Actor[JobMessage]):
                 self._run_scope.cancel()
             for event in events:
                 if event.type is EventType.JOB_ERROR:
-                    self._rt.notify_operator(job.id, event.message)
-            self._rt.cluster.drop(job.id)
+                    self._ctx.notify_operator(job.id, event.message)
+            self._ctx.release(job.id)
             self.stop()
             return
         stopping = job.status is JobStatus.CANCELLING or job.stop_reason is not None
@@ -307,17 +311,17 @@ class JobActor(Actor[JobMessage]):
         job = self.job
         if job.verdict != "ok":
             try:  # why, in words (the plans again: the job keeps only its verdict)
-                detail = (await self._rt.replan(job)).detail
+                detail = (await self._ctx.replan(job)).detail
             except InvalidRequest:  # its training file is gone: the bare message
                 detail = None
             await self.ref.tell(_NotAvailable(job.verdict == "choose_lower_precision", detail))
             return await self._end_run(None)
-        scheduler = self._rt.scheduler
+        scheduler = self._ctx.scheduler
         if scheduler is None:
             raise RuntimeError("the runtime has no scheduler")
         options = job.options or (job.plan,)
         if job.memory_factor > 1.0:
-            replanned = await self._rt.replan(job)
+            replanned = await self._ctx.replan(job)
             if not replanned.options:
                 await self.ref.tell(_NotAvailable(False, replanned.detail))
                 return await self._end_run(None)
@@ -350,14 +354,14 @@ class JobActor(Actor[JobMessage]):
                       cause: str | None) -> TrainerProcess | None:
         """Start the trainer on the granted placement and run it to its end (None: it
         could not start; the reason goes to the job as an error line)."""
-        rt = self._rt
+        rt = self._ctx
         refusal = command_refusal(job.spec.trainer,
                                   allow_commands=await rt.may_run_commands(job.account_id))
         if refusal is not None:  # the account lost the right since it created the job
             await self._line(Error(kind="user", message=refusal).model_dump_json())
             return None
         try:  # maybe uploaded through another process: fetched here from storage_url
-            training_file = await rt.file_path(job.spec.training_file)
+            training_file, data_format = await rt.training_file(job.spec.training_file)
         except OSError as exc:
             await self._line(Error(kind="platform", message=(
                 f"cannot read the training file: {exc}")).model_dump_json())
@@ -375,7 +379,7 @@ class JobActor(Actor[JobMessage]):
             config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
                                     workdir=workdir, resume_from=resume_from,
                                     training_file=training_file,
-                                    data_format=rt.file_format(job.spec.training_file))
+                                    data_format=data_format)
             payload = config.model_dump_json(indent=2)
             config_path = attempt_dir / "config.json"
             config_path.write_text(payload)
@@ -417,7 +421,7 @@ class JobActor(Actor[JobMessage]):
 
     async def _watch_limits(self, ran_s: float) -> None:
         """Tell the job when it has run too long: the budget, then the time limit."""
-        settings = self._rt.settings
+        settings = self._ctx.settings
         budget_s = max(settings.budget_factor * self.job.estimate.high_s, settings.budget_min_s)
         limits = sorted([(budget_s - ran_s, "budget"), (settings.time_limit_s - ran_s,
                                                          "time_limit")])
@@ -425,7 +429,7 @@ class JobActor(Actor[JobMessage]):
         await self.ref.tell(_LimitReached(limits[0][1]))  # type: ignore[arg-type]
 
     async def _cannot_afford(self, job: Job) -> str | None:
-        balance, billing_limit = await self._rt.store.balance(job.account_id)
+        balance, billing_limit = await self._ctx.balance(job.account_id)
         low = job.price_estimate[0]
         if balance + billing_limit >= low:
             return None

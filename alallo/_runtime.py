@@ -53,6 +53,7 @@ from ._file_storage import FileStorage
 from ._job import Event, Job, LogLine, Progress
 from ._job_actor import CancelJob, JobActor, RescheduleJob
 from ._job_cache import LiveJobs
+from ._job_context import RuntimeJobContext
 from ._key_cache import KeyCache
 from ._operator import notify_platform_failure
 from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
@@ -136,9 +137,17 @@ class Runtime:
         self.streams = Streams(self.store, lambda: self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo._streams`)."""
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
+        self.job_context = RuntimeJobContext(
+            settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
+            trainer_user=self.trainer_user, checkpoint_storage=self.checkpoint_storage,
+            store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
+            scheduler_of=lambda: self.scheduler, bus_of=lambda: self.bus,
+            replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
+            notify=lambda job_id, reason: self.notify_operator(job_id, reason))
+        """All a job's actor may ask of this runtime (:mod:`alallo._job_context`)."""
         self.starter = Starter(lambda job, cause: self._start_actor(job, cause),
                                exists=lambda job_id: job_id in (self._supervisor or ()),
-                               fail=partial(fail_job, self))
+                               fail=partial(fail_job, self.job_context))
         """The one way job actors start, at most once per job (:mod:`alallo._starter`)."""
         self.relocation = Relocation(
             store=self.store, cluster=self.cluster, bus=lambda: self.bus, starter=self.starter,
@@ -254,10 +263,6 @@ class Runtime:
         """
         return await self.accounts.revoke_api_key(key_hash)
 
-    async def may_run_commands(self, account_id: str) -> bool:
-        """Whether the account may send a command of its own as a trainer."""
-        return await self.accounts.may_run_commands(account_id)
-
     def list_trainers(self) -> list[TrainerInfo]:
         """The trainers a job may name here (``GET /v1/trainers``), built-in ones first."""
         return self.trainers.listed()
@@ -289,18 +294,6 @@ class Runtime:
     async def delete_file(self, account_id: str, file_id: str) -> None:
         """Delete a file. Raises :class:`NotFound`, or :class:`Conflict` while a live job uses it."""
         await self.files.delete(account_id, file_id)
-
-    async def file_path(self, file_id: str) -> str:
-        """Where a known file's bytes are on this machine (:meth:`TrainingFiles.local_path`).
-
-        Raises:
-            OSError: the bytes are not here and cannot be fetched.
-        """
-        return await self.files.local_path(file_id)
-
-    def file_format(self, file_id: str) -> Any:
-        """The format of a known file (for the job actor)."""
-        return self.files.format(file_id)
 
     # -- plans (alallo._planning) ----------------------------------------------
 
@@ -393,7 +386,7 @@ class Runtime:
             raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
         await self.files.recall(job.account_id, job.spec.training_file)
         await self._supervisor.start_child(
-            JobActor, self, job.id, cause, name=job.id, restart=Restart.TRANSIENT,
+            JobActor, self.job_context, job.id, cause, name=job.id, restart=Restart.TRANSIENT,
             intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF,
             on_give_up=self.starter.given_up)
 

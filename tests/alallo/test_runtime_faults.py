@@ -96,7 +96,7 @@ async def test_a_job_whose_actor_crashes_at_every_start_fails_and_the_others_go_
     rt = Runtime(settings)
     crashes: list[float] = []
     notified: list[tuple[str, str]] = []
-    file_format = rt.file_format
+    file_format = rt.files.format
 
     def format_of(file_id: str) -> Any:
         if file_id == bad_file.id:  # a bug that only this job's data meets
@@ -104,7 +104,7 @@ async def test_a_job_whose_actor_crashes_at_every_start_fails_and_the_others_go_
             raise KeyError(file_id)
         return file_format(file_id)
 
-    monkeypatch.setattr(rt, "file_format", format_of)
+    monkeypatch.setattr(rt.files, "format", format_of)
     monkeypatch.setattr(rt, "notify_operator",
                         lambda job_id, reason: notified.append((job_id, reason)))
     async with rt:
