@@ -5,11 +5,12 @@ single-user server, and the right to send a trainer command of one's own."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from ._errors import Forbidden, Unauthorized
 from ._key_cache import KeyCache
 from ._keys import hash_key, new_key, read_key_file, write_key_file
-from ._launch import COMMANDS_NOT_ALLOWED
+from ._launch import COMMANDS_NOT_ALLOWED, model_refusal
 from ._spec import CommandTrainer, JobSpec, NamedTrainer
 from ._store import Store
 from ._trainer_registry import TrainerRegistry
@@ -99,16 +100,26 @@ class Accounts:
         account, and those the operator allowed (``alallo accounts create --allow-commands``)."""
         return await self._store.allows_commands(account_id)
 
-    async def check_trainer(self, account_id: str, spec: JobSpec,
-                            trainers: TrainerRegistry) -> None:
-        """Refuse a trainer the account may not use, before anything is stored or run.
+    async def check_spec(self, account_id: str, spec: JobSpec,
+                         trainers: TrainerRegistry) -> None:
+        """Refuse what of a job spec the account may not use, before anything is stored,
+        looked up or run: a trainer command of its own, a model directory of the server.
 
         Raises:
-            Forbidden: the account sent a command and may not (``param="trainer.command"``).
+            Forbidden: the account sent a command (``param="trainer.command"``) or a model
+                path (``param="model"``) and may not.
             InvalidRequest: no trainer of the given name here (``param="trainer.name"``).
         """
+        trusted: bool | None = None
         if isinstance(spec.trainer, NamedTrainer):
             trainers.command(spec.trainer.name)
-        elif isinstance(spec.trainer, CommandTrainer) and not await self.may_run_commands(
-                account_id):
-            raise Forbidden(COMMANDS_NOT_ALLOWED, param="trainer.command")
+        elif isinstance(spec.trainer, CommandTrainer):
+            trusted = await self.may_run_commands(account_id)
+            if not trusted:
+                raise Forbidden(COMMANDS_NOT_ALLOWED, param="trainer.command")
+        if Path(spec.model).is_absolute():
+            if trusted is None:
+                trusted = await self.may_run_commands(account_id)
+            refusal = model_refusal(spec.model, allow_commands=trusted)
+            if refusal is not None:
+                raise Forbidden(refusal, param="model")

@@ -33,6 +33,7 @@ from ._job import Event, Job, LogLine
 from ._job_context import JobContext
 from ._launch import (
     command_refusal,
+    model_refusal,
     trainer_command,
     trainer_config,
     trainer_env,
@@ -355,8 +356,9 @@ class JobActor(Actor[JobMessage]):
         """Start the trainer on the granted placement and run it to its end (None: it
         could not start; the reason goes to the job as an error line)."""
         rt = self._ctx
-        refusal = command_refusal(job.spec.trainer,
-                                  allow_commands=await rt.may_run_commands(job.account_id))
+        trusted = await rt.may_run_commands(job.account_id)
+        refusal = (command_refusal(job.spec.trainer, allow_commands=trusted)
+                   or model_refusal(job.spec.model, allow_commands=trusted))
         if refusal is not None:  # the account lost the right since it created the job
             await self._line(Error(kind="user", message=refusal).model_dump_json())
             return None

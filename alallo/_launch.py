@@ -20,7 +20,7 @@ from ._trainer_registry import TrainerRegistry
 from .settings import Settings
 from .trainers import TrainerConfig, WandbConfig
 
-__all__ = ["COMMANDS_NOT_ALLOWED", "command_refusal", "trainer_command", "trainer_config",
+__all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "model_refusal", "trainer_command", "trainer_config",
            "trainer_env", "users_own_command"]
 
 COMMANDS_NOT_ALLOWED = (
@@ -28,6 +28,12 @@ COMMANDS_NOT_ALLOWED = (
     "trainers (GET /v1/trainers lists them) and a job picks one by name, "
     '"trainer": {"name": "..."}')
 """Why a ``trainer.command`` is refused (403, ``param="trainer.command"``)."""
+
+MODEL_PATHS_NOT_ALLOWED = (
+    "this account may not train a directory of the server's: name a model that "
+    "GET /v1/models lists (the operator adds models)")
+"""Why a ``model`` given as a path is refused (403, ``param="model"``): the server's files,
+another account's fine-tuned models among them, are not a tenant's to read."""
 
 
 def users_own_command(job: Job) -> bool:
@@ -39,6 +45,19 @@ def command_refusal(trainer: object, *, allow_commands: bool) -> str | None:
     """Why a job's trainer may not run for its account, or None when it may."""
     if isinstance(trainer, CommandTrainer) and not allow_commands:
         return COMMANDS_NOT_ALLOWED
+    return None
+
+
+def model_refusal(model: str, *, allow_commands: bool) -> str | None:
+    """Why a job's model may not be read for its account, or None when it may.
+
+    A model named by its absolute path is a directory of the server: only the accounts the
+    operator trusts with the server (those that may run commands: the local account and
+    ``--allow-commands`` ones) may name one. Decided from the name alone, before anything
+    looks at the path, so the answer says nothing of what exists there.
+    """
+    if Path(model).is_absolute() and not allow_commands:
+        return MODEL_PATHS_NOT_ALLOWED
     return None
 
 

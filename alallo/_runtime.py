@@ -314,7 +314,7 @@ class Runtime:
             pydantic.ValidationError, InvalidRequest, Forbidden: as :meth:`create_job`.
         """
         spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
-        await self.accounts.check_trainer(account_id, spec, self.trainers)
+        await self.accounts.check_spec(account_id, spec, self.trainers)
         return await self.planning.estimate(account_id, spec)
 
     async def replan(self, job: Job) -> PlanOptions:
@@ -356,10 +356,11 @@ class Runtime:
         Raises:
             pydantic.ValidationError: the spec is malformed.
             InvalidRequest: an unknown model, training file, trainer, or absurd setting.
-            Forbidden: a command of its own from an account that may not send one.
+            Forbidden: a command of its own, or a model directory of the server, from an
+                account that may not send one.
         """
         spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
-        await self.accounts.check_trainer(account_id, spec, self.trainers)
+        await self.accounts.check_spec(account_id, spec, self.trainers)
         spec, options, max_steps = await self.planning.plan(account_id, spec)
         plan = options.pick(spec.goal) if options.options else NO_PLAN
         estimate = estimate_time(plan, wait_s=await self.planning.wait_s(plan) if options.options else 0)

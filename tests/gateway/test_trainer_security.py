@@ -117,6 +117,35 @@ async def test_a_tenants_command_is_refused_and_nothing_runs(
     assert not marker.exists(), "nothing ran"
 
 
+async def test_a_tenant_may_not_name_a_directory_of_the_server_as_its_model(
+        server_factory: Factory, tmp_path: Path) -> None:
+    server = server_factory()
+    key = await tenant(server)
+    model = tmp_path / "model"  # looks like a Hugging Face model directory
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt2", "n_embd": 8, "n_layer": 1}')
+    simulated = {"type": "simulated", "step_delay_s": 0.01}
+    answers: list[httpx.Response] = []
+    async with connect(server, key) as client:
+        for path in (model, tmp_path / "nothing-here"):
+            answers.append(await new_job(client, simulated, model=str(path)))
+            file = (await client.get("/v1/files")).json()["data"][0]["id"]
+            answers.append(await client.post("/v1/fine_tuning/estimates", json={
+                "model": str(path), "training_file": file, "trainer": simulated}))
+        jobs = (await client.get("/v1/fine_tuning/jobs")).json()["data"]
+    async with connect(server) as local:  # the operator's own account may
+        file = (await upload(local, EXAMPLES / "sample.jsonl")).json()["id"]
+        own = await local.post("/v1/fine_tuning/estimates", json={
+            "model": str(model), "training_file": file, "trainer": simulated})
+    errors = [answer.json()["error"] for answer in answers]
+    assert [answer.status_code for answer in answers] == [403] * 4
+    assert {error["param"] for error in errors} == {"model"}
+    assert len({error["message"] for error in errors}) == 1, "existing or not, the same answer"
+    assert "GET /v1/models" in errors[0]["message"]
+    assert jobs == [], "nothing was created"
+    assert own.status_code == 200, own.text
+
+
 async def test_a_registered_trainer_runs_by_name_and_is_listed_without_its_command(
         server_factory: Factory) -> None:
     server = server_factory(ALALLO_TRAINERS=registered(
