@@ -8,7 +8,7 @@ more often than faster.
 
 from __future__ import annotations
 
-from ._job import Plan
+from ._plan import Plan
 from ._timetext import TimeRange
 
 __all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "WAIT_HIGH", "WAIT_LOW", "estimate_price", "estimate_time"]

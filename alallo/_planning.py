@@ -15,7 +15,8 @@ from ._capacity import Pool
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import InvalidRequest
 from ._estimate import estimate_price, estimate_time
-from ._job import Job, Plan
+from ._job import Job
+from ._plan import Plan
 from ._plans import PlanOptions, plan_options, tokens_per_example
 from ._scheduler import QueueSnapshot, SchedulerMessage, WaitEstimate
 from ._spec import JobSpec

@@ -13,7 +13,7 @@ from typing import Literal
 
 from ._capacity import DeviceType, Pool
 from ._catalogue import TINY_GPT2, CatalogueModel
-from ._job import Plan
+from ._plan import Plan
 from ._spec import JobSpec, SimulatedTrainer
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",

@@ -8,16 +8,14 @@ pace, and the range becomes narrower."
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ._estimate import ESTIMATE_HIGH, ESTIMATE_LOW
+from ._plan import Plan
 from ._status import JobStatus
 from ._timetext import TIME_LEFT_MINUTES_BELOW_S, TimeRange
 
-if TYPE_CHECKING:
-    from ._job import Job
-
-__all__ = ["PACE_AFTER_FRACTION", "time_left"]
+__all__ = ["PACE_AFTER_FRACTION", "TimedJob", "time_left"]
 
 PACE_AFTER_FRACTION = 0.05
 """Share of steps after which the measured pace replaces the estimate."""
@@ -25,7 +23,50 @@ _PACE_LOW, _PACE_HIGH = 0.05, 0.08
 """The least spread of a pace-based range, below and above (steps are rarely steadier)."""
 
 
-def time_left(job: Job, *, now: float) -> TimeRange | None:
+class _Steps(Protocol):
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def max_steps(self) -> int: ...
+
+
+class TimedJob(Protocol):
+    """What of a job its time left depends on (:class:`alallo._job.Job` has it; a protocol,
+    so that this module needs nothing of the job's)."""
+
+    @property
+    def status(self) -> JobStatus: ...
+
+    @property
+    def progress(self) -> _Steps: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def estimate(self) -> TimeRange: ...
+
+    @property
+    def created_at(self) -> int: ...
+
+    @property
+    def run_started_at(self) -> float | None: ...
+
+    @property
+    def first_step_at(self) -> float | None: ...
+
+    @property
+    def first_step(self) -> int: ...
+
+    @property
+    def step_s_mean(self) -> float | None: ...
+
+    @property
+    def step_s_var(self) -> float: ...
+
+
+def time_left(job: TimedJob, *, now: float) -> TimeRange | None:
     """The job's time left as a range, or None for a job that has ended.
 
     - Queued: the estimate made at submission (it counts the queue wait),

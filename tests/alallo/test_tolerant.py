@@ -9,7 +9,8 @@ import pytest
 import structlog
 
 from alallo import Event, Job, LogLine
-from alallo._job import Plan, Progress
+from alallo._job import Progress
+from alallo._plan import Plan
 from alallo._spec import JobSpec
 from alallo._status import EventType
 from alallo._tolerant import UnreadableRow, read_item, read_job
