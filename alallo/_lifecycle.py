@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._billing import LedgerEntry, charge_through, refund_all
-from ._money import format_money
 from ._capacity import DEVICE_TYPES
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
+from ._money import format_money
 from ._plan import Plan
 from ._spec import CommandTrainer
 from ._status import EventLevel, EventType, JobStatus, Message
