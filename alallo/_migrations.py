@@ -1,4 +1,4 @@
-"""The store's schema history, as Alembic migrations that ship with the package.
+"""Running the store's schema history: the Alembic migrations in ``alallo/migrations/``.
 
 :func:`upgrade` brings a database to the newest schema (``head``); the store
 calls it when it opens, and ``alallo db upgrade`` calls it for an operator
