@@ -79,3 +79,24 @@ class SettingError(AlalloError):
     setting (``storage_url``); the message says what was found."""
 
     code = "invalid_setting"
+
+
+class StoreUnavailable(AlalloError):
+    """The database could not be reached or refused the change."""
+
+    code = "store_unavailable"
+
+
+class LeaseLost(AlalloError):
+    """A write carried a stale epoch: another process has taken the job's lease.
+
+    The store changed nothing. The writer must stop running the job (its
+    trainer included) and never write it again: the new owner runs it.
+    """
+
+    code = "lease_lost"
+
+    def __init__(self, job_id: str, epoch: int) -> None:
+        super().__init__(f"job {job_id}: the lease of epoch {epoch} was taken by another process")
+        self.job_id = job_id
+        self.epoch = epoch

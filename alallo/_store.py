@@ -16,63 +16,33 @@ database raises :class:`StoreUnavailable`.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ._errors import AlalloError
 from ._group_commit import GroupCommit
 from ._billing import LedgerEntry
 from ._job import Event, Job, LogLine
+from ._errors import LeaseLost, StoreUnavailable
 from ._store_accounts import AccountRows
+from ._store_files import FileRow, FileRows
+from ._store_saves import Save, balance_of, save_many
 from ._store_sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
-from ._store_schema import (LIVE_STATUSES, NOTIFY_CHANNEL, accounts, files,
-                            job_feed, job_items, jobs, ledger)
+from ._store_schema import (LIVE_STATUSES, job_feed, job_items, jobs, ledger)
 
 __all__ = ["FileRow", "LeaseLost", "Store", "StoreUnavailable"]
 
 T = TypeVar("T")
 
 # The statements of the hot path (every trainer line is a save_job), built once:
-# building a Core statement costs several times what running it does.
+# building a Core statement costs several times what running it does (the writes'
+# are in alallo._store_saves).
 _JOB_STATE = sa.select(jobs.c.state).where(jobs.c.id == sa.bindparam("job_id"))
-_UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
-    status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
-    state=sa.bindparam("new_state"))
-_UPDATE_OWNED_JOB = _UPDATE_JOB.where(jobs.c.epoch == sa.bindparam("lease_epoch"))
-_INSERT_JOB = jobs.insert()
-_INSERT_JOB_NUMBERED = jobs.insert().values(
-    # SQLite writes one at a time: the next number is free (PostgreSQL: an identity).
-    number=sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1).scalar_subquery())
-_INSERT_ITEMS = job_items.insert()
-_FEED_STATES = sa.select(job_feed.c.job_id, job_feed.c.state_seq).where(
-    job_feed.c.job_id.in_(sa.bindparam("job_ids", expanding=True)))
-_LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
-                 .with_for_update())
-_NEXT_POSITION = (sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0) + 1)
-                  .where(job_feed.c.account_id == sa.bindparam("account_id")))
-_INSERT_FEED = job_feed.insert()
-_MOVE_FEED = job_feed.update().where(job_feed.c.job_id == sa.bindparam("feed_job_id")).values(
-    position=sa.bindparam("new_position"), state_seq=sa.bindparam("new_state_seq"))
-_BALANCE = (sa.select(accounts.c.balance, accounts.c.billing_limit)
-            .where(accounts.c.id == sa.bindparam("account_id")))
-_LEDGER_ENTRY = sa.select(ledger.c.job_id).where(
-    ledger.c.job_id == sa.bindparam("job_id"), ledger.c.kind == sa.bindparam("entry_kind"),
-    ledger.c.first_step == sa.bindparam("entry_first_step"))
-_INSERT_LEDGER = ledger.insert()
-_ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account_id")).values(
-    balance=accounts.c.balance + sa.bindparam("delta", type_=sa.Float))
-
 _NOTIFY = sa.select(sa.func.pg_notify(sa.bindparam("channel"), sa.bindparam("payload")))
-_NOTIFY_MANY = sa.text("SELECT pg_notify(:channel, payload) "
-                       "FROM unnest(CAST(:payloads AS text[])) AS payload")
-
 SQLITE_BUSY_MS = 5000
 """How long a SQLite write waits for another process's write to finish."""
 MIGRATION_WAIT_MS = 120_000
@@ -81,53 +51,7 @@ _POSTGRES_ALIASES = ("postgresql", "postgres")
 """Drivers meaning "PostgreSQL, default driver": alallo's driver is psycopg 3."""
 
 
-class StoreUnavailable(AlalloError):
-    """The database could not be reached or refused the change."""
-
-    code = "store_unavailable"
-
-
-class LeaseLost(AlalloError):
-    """A write carried a stale epoch: another process has taken the job's lease.
-
-    The store changed nothing. The writer must stop running the job (its
-    trainer included) and never write it again: the new owner runs it.
-    """
-
-    code = "lease_lost"
-
-    def __init__(self, job_id: str, epoch: int) -> None:
-        super().__init__(f"job {job_id}: the lease of epoch {epoch} was taken by another process")
-        self.job_id = job_id
-        self.epoch = epoch
-
-
-@dataclass(frozen=True)
-class FileRow:
-    """A stored training file."""
-
-    id: str
-    account_id: str
-    filename: str
-    bytes: int
-    purpose: str
-    created_at: int
-    line_count: int
-    format: str
-    sha256: str
-    path: str
-
-    def public(self) -> dict[str, Any]:
-        """The file object of the HTTP API."""
-        return {
-            "id": self.id, "object": "file", "filename": self.filename, "bytes": self.bytes,
-            "purpose": self.purpose, "created_at": self.created_at,
-            "line_count": self.line_count, "format": self.format,
-            "status": "processed", "status_details": None,
-        }
-
-
-class Store(AccountRows, SessionRows):
+class Store(AccountRows, FileRows, SessionRows):
     """Durable state; every method is one transaction.
 
     Open with :meth:`open`, close with :meth:`close` (the runtime does both).
@@ -152,7 +76,7 @@ class Store(AccountRows, SessionRows):
         if is_sqlite:
             sa.event.listen(self._engine, "connect", _sqlite_pragmas)
         self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
-        self._saves: GroupCommit[_Save, tuple[float, float]] = GroupCommit(
+        self._saves: GroupCommit[Save, tuple[float, float]] = GroupCommit(
             self._save_batch, self._limiter)
         self.is_postgres = not is_sqlite and parsed.get_backend_name() == "postgresql"
         self.announce_as: str | None = None
@@ -223,7 +147,7 @@ class Store(AccountRows, SessionRows):
     async def balance(self, account_id: str) -> tuple[float, float]:
         """The account's ``(balance, billing_limit)`` in USD (zeros for an unknown account)."""
         def run(c: sa.Connection) -> tuple[float, float]:
-            return _balance(c, account_id)
+            return balance_of(c, account_id)
         return await self._read(run)
 
     async def ledger_entries(self, job_id: str) -> list[dict[str, Any]]:
@@ -233,51 +157,6 @@ class Store(AccountRows, SessionRows):
                              .order_by(ledger.c.created_at, ledger.c.kind, ledger.c.first_step))
             return [dict(r._mapping) for r in rows]
         return await self._read(run)
-
-    # -- files ---------------------------------------------------------------
-
-    async def insert_file(self, row: FileRow) -> None:
-        """Store a checked file's record."""
-        await self._write(lambda c: c.execute(files.insert().values(**row.__dict__)))
-
-    async def get_file(self, account_id: str, file_id: str) -> FileRow | None:
-        """One of the account's files, or None."""
-        def run(c: sa.Connection) -> FileRow | None:
-            row = c.execute(sa.select(files).where(files.c.id == file_id,
-                                                   files.c.account_id == account_id)).first()
-            return FileRow(**row._mapping) if row else None
-        return await self._read(run)
-
-    async def files_by_id(self, file_ids: Sequence[str]) -> list[FileRow]:
-        """The files with these ids, of any account (in bulk, for recovery); unknown ids are left out."""
-        def run(c: sa.Connection) -> list[FileRow]:
-            wanted = list(dict.fromkeys(file_ids))
-            found: list[FileRow] = []
-            for start in range(0, len(wanted), 500):  # bound the IN list
-                rows = c.execute(sa.select(files).where(files.c.id.in_(wanted[start:start + 500])))
-                found += [FileRow(**r._mapping) for r in rows]
-            return found
-        return await self._read(run)
-
-    async def list_files(self, account_id: str) -> list[FileRow]:
-        """The account's files, newest first."""
-        def run(c: sa.Connection) -> list[FileRow]:
-            rows = c.execute(sa.select(files).where(files.c.account_id == account_id)
-                             .order_by(files.c.created_at.desc(), files.c.id.desc()))
-            return [FileRow(**r._mapping) for r in rows]
-        return await self._read(run)
-
-    async def delete_file(self, account_id: str, file_id: str) -> bool:
-        """Forget a file unless a live job uses it; True when it was deleted."""
-        def run(c: sa.Connection) -> bool:
-            in_use = c.execute(sa.select(jobs.c.id).where(
-                jobs.c.training_file == file_id, jobs.c.status.in_(LIVE_STATUSES))).first()
-            if in_use:
-                return False
-            c.execute(files.delete().where(files.c.id == file_id,
-                                           files.c.account_id == account_id))
-            return True
-        return await self._write(run)
 
     # -- jobs ----------------------------------------------------------------
 
@@ -311,26 +190,26 @@ class Store(AccountRows, SessionRows):
             LeaseLost: the row's epoch is not ``epoch``; nothing was written.
             StoreUnavailable: the database failed or refused the change.
         """
-        return await self._saves.submit(_Save(job, job.model_dump_json(), tuple(events),
+        return await self._saves.submit(Save(job, job.model_dump_json(), tuple(events),
                                               tuple(log), tuple(entries), insert, epoch, owner))
 
-    def _save_batch(self, saves: Sequence[_Save]) -> list[tuple[float, float]]:
+    def _save_batch(self, saves: Sequence[Save]) -> list[tuple[float, float]]:
         """Commit ``saves`` in one transaction (in a worker thread); raise, committing none."""
         notify_as = self.announce_as if self.is_postgres else None
 
         def run(c: sa.Connection) -> list[tuple[float, float]]:
             # A job saved twice in one batch (rare): its changes go in their order,
             # each part of the batch holding a job once.
-            part: list[_Save] = []
+            part: list[Save] = []
             ids: set[str] = set()
             for save in saves:
                 if save.job.id in ids:
-                    _save_many(c, part, notify_as)
+                    save_many(c, part, notify_as)
                     part, ids = [], set()
                 part.append(save)
                 ids.add(save.job.id)
-            _save_many(c, part, notify_as)
-            balances = {account: _balance(c, account)
+            save_many(c, part, notify_as)
+            balances = {account: balance_of(c, account)
                         for account in dict.fromkeys(s.job.account_id for s in saves)}
             return [balances[s.job.account_id] for s in saves]
         return self._sync_tx(run)
@@ -467,126 +346,6 @@ def _readable(state: str) -> Job | None:
         return read_job(state)
     except UnreadableRow:
         return None
-
-
-def _balance(c: sa.Connection, account_id: str) -> tuple[float, float]:
-    row = c.execute(_BALANCE, {"account_id": account_id}).first()
-    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
-
-
-def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
-    key = {"job_id": job.id, "entry_kind": entry.kind, "entry_first_step": entry.first_step}
-    if c.execute(_LEDGER_ENTRY, key).first():
-        return  # already applied: charges are idempotent per step range
-    c.execute(_INSERT_LEDGER, {
-        "job_id": job.id, "kind": entry.kind, "first_step": entry.first_step,
-        "last_step": entry.last_step, "account_id": job.account_id, "amount": entry.amount,
-        "created_at": int(time.time())})
-    delta = -entry.amount if entry.kind == "charge" else entry.amount
-    c.execute(_ADD_TO_BALANCE, {"account_id": job.account_id, "delta": delta})
-
-
-@dataclass(frozen=True)
-class _Save:
-    """One :meth:`Store.save_job` call, waiting for its batch."""
-
-    job: Job
-    state: str
-    events: tuple[Event, ...]
-    log: tuple[LogLine, ...]
-    entries: tuple[LedgerEntry, ...]
-    insert: bool
-    epoch: int | None
-    owner: str | None
-
-
-def _save_many(c: sa.Connection, saves: Sequence[_Save], notify_as: str | None) -> None:
-    """Write several jobs' changes (each job once) with a few statements for all of them.
-
-    Raises:
-        LeaseLost: a fenced change found another epoch (the caller commits nothing).
-    """
-    if not saves:
-        return
-    inserts = [{"id": s.job.id, "account_id": s.job.account_id, "created_at": s.job.created_at,
-                "training_file": s.job.spec.training_file, "status": s.job.status.value,
-                "seq": s.job.seq, "state": s.state, "owner": s.owner,
-                "epoch": 0 if s.owner is None else 1} for s in saves if s.insert]
-    if inserts:
-        c.execute(_INSERT_JOB if c.dialect.name == "postgresql" else _INSERT_JOB_NUMBERED,
-                  inserts)
-    plain = [_update_params(s) for s in saves if not s.insert and s.epoch is None]
-    if plain:
-        c.execute(_UPDATE_JOB, plain)
-    fenced = [s for s in saves if not s.insert and s.epoch is not None]
-    if fenced:
-        params = [{**_update_params(s), "lease_epoch": s.epoch} for s in fenced]
-        if c.dialect.supports_sane_multi_rowcount:
-            if c.execute(_UPDATE_OWNED_JOB, params).rowcount != len(fenced):
-                # Which one is not known here: the batch is retried one change at a time.
-                raise LeaseLost(fenced[0].job.id, fenced[0].epoch or 0)
-        else:
-            for save, one in zip(fenced, params, strict=True):
-                if c.execute(_UPDATE_OWNED_JOB, one).rowcount != 1:
-                    raise LeaseLost(save.job.id, save.epoch or 0)
-    if notify_as is not None:
-        c.execute(_NOTIFY_MANY, {"channel": NOTIFY_CHANNEL, "payloads": [
-            f"j {notify_as} {s.job.id} {s.job.account_id}" for s in saves]})
-    rows = []
-    for s in saves:
-        job = s.job
-        rows += [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
-                  "data": e.model_dump_json()} for e in s.events]
-        rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
-                  "data": line.model_dump_json()} for line in s.log]
-    if rows:
-        c.execute(_INSERT_ITEMS, rows)
-    _touch_feeds(c, [s.job for s in saves], {s.job.id for s in saves if s.insert})
-    for s in saves:
-        for entry in s.entries:
-            _apply_entry(c, s.job, entry)
-
-
-def _update_params(s: _Save) -> dict[str, Any]:
-    return {"job_id": s.job.id, "new_status": s.job.status.value, "new_seq": s.job.seq,
-            "new_state": s.state}
-
-
-def _touch_feeds(c: sa.Connection, batch: Sequence[Job], created: set[str]) -> None:
-    # Moves each job whose state changed (log lines alone do not) to the end of its
-    # account's feed, in the batch's order, at consecutive positions. The next
-    # position is read in the same transaction: SQLite runs one writer at a time;
-    # on PostgreSQL, where jobs of one account are written from several processes
-    # at once, the account's row is locked first (accounts in sorted order, so two
-    # writers cannot deadlock), so the next writer waits and then reads the
-    # positions this one took (the unique index stays as a guard).
-    known: dict[str, int] = {}
-    if updated := [job.id for job in batch if job.id not in created]:
-        known = dict(c.execute(_FEED_STATES, {"job_ids": updated}).all())
-    moved = [job for job in batch if known.get(job.id) != job.state_seq]
-    if not moved:
-        return
-    by_account: dict[str, list[Job]] = {}
-    for job in moved:
-        by_account.setdefault(job.account_id, []).append(job)
-    inserts: list[dict[str, Any]] = []
-    updates: list[dict[str, Any]] = []
-    for account_id in sorted(by_account):
-        if c.dialect.name != "sqlite":
-            c.execute(_LOCK_ACCOUNT, {"account_id": account_id})
-        position = c.execute(_NEXT_POSITION, {"account_id": account_id}).scalar_one()
-        for job in by_account[account_id]:
-            if job.id in known:
-                updates.append({"feed_job_id": job.id, "new_position": position,
-                                "new_state_seq": job.state_seq})
-            else:
-                inserts.append({"job_id": job.id, "account_id": account_id,
-                                "position": position, "state_seq": job.state_seq})
-            position += 1
-    if inserts:
-        c.execute(_INSERT_FEED, inserts)
-    if updates:
-        c.execute(_MOVE_FEED, updates)
 
 
 def _masked(url: str) -> str:
