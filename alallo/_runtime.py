@@ -41,7 +41,7 @@ from actors import (
 from . import _lifecycle as lifecycle
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
-from ._bus import EventBus, Item, Lagged
+from ._bus import EventBus, Item
 from ._capacity import Pool
 from ._catalogue import Catalogue, CatalogueModel
 from ._checkpoint_storage import CheckpointStorage
@@ -51,9 +51,10 @@ from ._errors import NotFound, SettingError
 from ._estimate import estimate_price, estimate_time
 from ._file_storage import FileStorage
 from ._job import Event, Job, LogLine, Progress
-from ._job_actor import CancelJob, JobActor, RescheduleJob
+from ._job_actor import JobActor, JobMessage, RescheduleJob
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
+from ._jobs import Jobs
 from ._key_cache import KeyCache
 from ._operator import notify_platform_failure
 from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
@@ -63,10 +64,8 @@ from ._scheduler import Drain, Scheduler, SchedulerMessage
 from ._shared_storage import check_writable
 from ._spec import JobSpec
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
-from ._status import JobStatus
 from ._store import FileRow, Store, StoreUnavailable
 from ._streams import Streams
-from ._tolerant import read_item
 from ._trainer_env import trainer_user
 from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
@@ -74,8 +73,6 @@ from .settings import Settings
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 
-CANCEL_TIMEOUT_S = 30.0
-"""How long a cancel request waits for the job's actor to take it."""
 JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
 """Restarts the supervisor of job actors allows its children without an intensity of their own
 (the scheduler) before it gives up; each job's actor has its own (:data:`JOB_ACTOR_INTENSITY`)."""
@@ -152,8 +149,12 @@ class Runtime:
         self.relocation = Relocation(
             store=self.store, cluster=self.cluster, bus=lambda: self.bus, starter=self.starter,
             files=self.files, checkpoints=self._checkpoints,
-            actor=lambda job_id: self._supervisor.lookup(job_id) if self._supervisor else None)
+            actor=self._actor_of)
         """Jobs recovered, adopted, and cancelled from elsewhere (:mod:`alallo._relocation`)."""
+        self.jobs = Jobs(store=self.store, cluster=self.cluster, live_jobs=self.live_jobs,
+                         starter=self.starter, bus=lambda: self.bus,
+                         actor=self._actor_of)
+        """Reading, listing and cancelling jobs (:mod:`alallo._jobs`)."""
 
     @property
     def bus(self) -> EventBus:
@@ -229,6 +230,10 @@ class Runtime:
         the recovered ones.
         """
         return self.starter.recovering
+
+    def _actor_of(self, job_id: str) -> ActorRef[JobMessage] | None:
+        """The running actor of a job, or None."""
+        return self._supervisor.lookup(job_id) if self._supervisor is not None else None
 
     def actor_statistics(self) -> SupervisorStatistics | None:
         """Counters of the supervisor of job actors (starts, restarts, crashes); None when closed."""
@@ -391,91 +396,37 @@ class Runtime:
             intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF,
             on_give_up=self.starter.given_up)
 
-    async def get_job(self, account_id: str, job_id: str) -> Job:
-        """One of the account's jobs. Raises :class:`NotFound`.
+    # -- jobs (alallo._jobs) -------------------------------------------------------
 
-        A job this process owns (its actor runs here under the job's lease)
-        is answered from memory while the bus reports no change of it
-        (:mod:`alallo._job_cache`); any other job is read from the store.
-        """
-        owned = self.cluster.owns(job_id)
-        job = self.live_jobs.get(job_id) if owned else None
-        if job is None:
-            token = self.live_jobs.begin_read(job_id)
-            job = None
-            try:
-                job = await self.store.get_job(job_id)
-            finally:
-                keep = job is not None and owned and self.cluster.owns(job_id)
-                self.live_jobs.finish_read(job_id, token, job if keep else None)
-        if job is None or job.account_id != account_id:
-            raise NotFound(f"no job {job_id!r}", param="job_id")
-        return job
+    async def get_job(self, account_id: str, job_id: str) -> Job:
+        """One of the account's jobs (:meth:`Jobs.get_job`). Raises :class:`NotFound`."""
+        return await self.jobs.get_job(account_id, job_id)
 
     async def list_jobs(self, account_id: str, *, limit: int = 20,
                         after: str | None = None) -> tuple[list[Job], bool]:
         """The account's jobs, newest first, and whether more follow."""
-        return await self.store.list_jobs(account_id, limit=limit, after=after)
+        return await self.jobs.list_jobs(account_id, limit=limit, after=after)
 
     async def cancel_job(self, account_id: str, job_id: str) -> Job:
         """Ask a job to stop; returns it ``cancelling`` (or already ``cancelled``).
-
-        Idempotent while the job is live.
 
         Raises:
             NotFound: no such job in the account.
             InvalidTransition: the job has already finished (409).
         """
-        job = await self.get_job(account_id, job_id)
-        if not job.status.is_final:
-            await self.starter.wait_started(job_id)
-            ref = self._supervisor.lookup(job_id) if self._supervisor else None
-            if ref is not None:
-                try:
-                    return cast(Job, await ref.ask(CancelJob(), timeout=CANCEL_TIMEOUT_S))
-                except ActorStopped:
-                    pass  # the job ended meanwhile: answer from what the store says
-            elif not self.cluster.owns(job_id):
-                return await self._cancel_elsewhere(account_id, job_id)
-            job = await self.get_job(account_id, job_id)
-        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
-        return job
-
-    async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:
-        """Cancel a job another process owns: record the request (it survives that process)
-        and, on PostgreSQL, wait (bounded) until the owner has taken it."""
-        with self.bus.subscribe(job_id=job_id) as subscription:
-            await self.cluster.request_cancel(job_id)
-            job = await self.get_job(account_id, job_id)
-            if self.store.is_postgres:
-                with trio.move_on_after(CANCEL_TIMEOUT_S):
-                    while not (job.status is JobStatus.CANCELLING or job.status.is_final):
-                        with contextlib.suppress(Lagged):
-                            await subscription.receive_batch()
-                        job = await self.get_job(account_id, job_id)
-        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
-        return job
+        return await self.jobs.cancel_job(account_id, job_id)
 
     async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
                           limit: int = 100) -> tuple[list[Event], bool]:
         """A job's events, oldest first, with ``seq > after``; and whether more follow."""
-        await self.get_job(account_id, job_id)
-        rows = await self.store.items_after(job_id, after, kinds=("event",), limit=limit + 1)
-        events = [event for _, _, data in rows[:limit]
-                  if (event := read_item(Event, data, job_id=job_id)) is not None]
-        return events, len(rows) > limit
+        return await self.jobs.list_events(account_id, job_id, after=after, limit=limit)
 
     async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
                        limit: int = 1000, attempt: int | None = None,
                        ) -> tuple[list[LogLine], bool]:
         """The training log of the current (or the given) attempt, oldest line first."""
-        job = await self.get_job(account_id, job_id)
-        rows = await self.store.items_after(job_id, after, kinds=("log",),
-                                            attempt=attempt or max(job.attempt, 1),
-                                            limit=limit + 1)
-        lines = [line for _, _, data in rows[:limit]
-                 if (line := read_item(LogLine, data, job_id=job_id)) is not None]
-        return lines, len(rows) > limit
+        return await self.jobs.read_log(account_id, job_id, after=after, limit=limit,
+                                        attempt=attempt)
 
     # -- streams (alallo._streams) -----------------------------------------------
 
