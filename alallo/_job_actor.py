@@ -44,8 +44,7 @@ from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
 from ._scheduler import Acquire, Grant, Release
 from ._status import EventType, JobStatus
 from ._store import LeaseLost
-from ._trainer_env import hand_over
-from ._trainer_process import TrainerProcess
+from .executors import TrainerProcess, hand_over
 from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ from ._job_writer import JobWriter
 from ._plans import PlanOptions
 from ._scheduler import SchedulerMessage
 from ._store import Store
-from ._trainer_env import TrainerUser
 from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
+from .executors import TrainerUser
 from .settings import Settings
 
 __all__ = ["JobContext", "RuntimeJobContext"]

@@ -15,8 +15,8 @@ from ._catalogue import Catalogue
 from ._job import Job
 from ._scheduler import Grant
 from ._spec import CommandTrainer, NamedTrainer, SimulatedTrainer
-from ._trainer_env import TrainerUser
 from ._trainer_registry import TrainerRegistry
+from .executors import TrainerUser
 from .settings import Settings
 from .trainers import TrainerConfig, WandbConfig
 

@@ -66,9 +66,9 @@ from ._spec import JobSpec
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._store import FileRow, Store, StoreUnavailable
 from ._streams import Streams
-from ._trainer_env import trainer_user
 from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
+from .executors import trainer_user
 from .settings import Settings
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]

@@ -5,7 +5,7 @@ one of 2 shared cores keeps up with, see docs/performance.md; ``--quick``
 for 100; ``--jobs N``; ``--followed K`` jobs followed over SSE, default 200).
 
 The issue's figure is 10,000 jobs. Each job here is a real trainer process
-(alallo runs every trainer as a child process, ``alallo/_trainer_process.py``):
+(alallo runs every trainer as a child process, ``alallo/executors/_local.py``):
 a bash script that speaks the trainer protocol without forking per step
 (``read -t`` on a FIFO sleeps, ``$EPOCHREALTIME`` is the clock) and prints a
 ``progress`` line every ``--period`` seconds whose ``loss`` is the wall

@@ -14,11 +14,11 @@ milliseconds of blocking per job start) and wait on a pidfd, as trio does.
 
 With ``warm=True`` a built-in trainer (``python -m alallo.trainers.trl``) is
 forked from a warm process that has imported its libraries already
-(:mod:`alallo._warm`), with the same guarantees; any other command, or a
+(:mod:`alallo.executors._warm`), with the same guarantees; any other command, or a
 warm process that cannot take the job, starts cold as above.
 
-Every trainer starts with a scrubbed environment (:mod:`alallo._trainer_env`),
-never the server's, and, given a :class:`~alallo._trainer_env.TrainerUser`,
+Every trainer starts with a scrubbed environment (:mod:`alallo.executors._env`),
+never the server's, and, given a :class:`~alallo.executors._env.TrainerUser`,
 as that user: the child drops its groups, group and user before it arms the
 parent-death signal, since changing the effective user clears that signal
 (prctl(2), ``PR_SET_PDEATHSIG``) — which is also why ``subprocess.Popen``'s
@@ -38,8 +38,8 @@ from typing import Protocol
 import trio
 
 from . import _warm
+from ._env import TrainerUser, scrubbed_environment
 from ._posix import die_with_parent, kill_group, take_on_user
-from ._trainer_env import TrainerUser, scrubbed_environment
 
 __all__ = ["TrainerProcess"]
 
@@ -93,7 +93,7 @@ class TrainerProcess:
         output_log: a file that gets every byte the trainer printed (for operators).
         grace_s: seconds between SIGTERM and SIGKILL when stopping.
         env: the job's own variables, added to the trainer's scrubbed environment
-            (:func:`alallo._trainer_env.scrubbed_environment`); the server's own
+            (:func:`alallo.executors._env.scrubbed_environment`); the server's own
             environment is never passed on.
         shared_env: variables every trainer gets (``Settings.trainer_env``), below
             ``env``; a warm process starts with these only.

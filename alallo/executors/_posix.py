@@ -1,5 +1,5 @@
-"""The few POSIX process calls the trainer's launchers share (:mod:`alallo._trainer_process`
-runs a child, :mod:`alallo._warm` starts the warm process, :mod:`alallo._warm_process` forks
+"""The few POSIX process calls the trainer's launchers share (:mod:`alallo.executors._local`
+runs a child, :mod:`alallo.executors._warm` starts the warm process, :mod:`alallo.executors._warm_process` forks
 trainers): die with the parent, take on a user, signal a process group.
 
 Standard library only: the warm process imports this before its trainer's libraries.

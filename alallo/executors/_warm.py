@@ -1,6 +1,6 @@
 """Warm trainer processes, seen from the server: start one, ask it to fork a trainer.
 
-A warm process (:mod:`alallo._warm_process`) has imported a built-in
+A warm process (:mod:`alallo.executors._warm_process`) has imported a built-in
 trainer's libraries once; each job's trainer is then forked from it in
 milliseconds instead of paying seconds of imports (about 6 s of torch,
 transformers and TRL on a CPU machine). There is one warm process per
@@ -11,7 +11,7 @@ request it cannot take (it died before forking, or did not answer within
 a job.
 
 The warm process is started from the Trio thread, for the reason
-:mod:`alallo._trainer_process` gives (``PR_SET_PDEATHSIG`` follows the
+:mod:`alallo.executors._local` gives (``PR_SET_PDEATHSIG`` follows the
 forking *thread*), and per thread: a process forked by a thread that has
 ended would be dead already. It dies with the server, and each trainer
 forked from it dies with it.
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import trio
 
+from ._env import TrainerUser
 from ._posix import die_with_parent
-from ._trainer_env import TrainerUser
 from ._warm_process import PRELOAD
 
 __all__ = ["FORK_TIMEOUT_S", "WARM_MODULES", "WarmChild", "WarmProcess", "fork_trainer",
@@ -92,7 +92,7 @@ class WarmProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
-                [self.python, "-m", "alallo._warm_process", str(theirs.fileno()), self.module],
+                [self.python, "-m", "alallo.executors._warm_process", str(theirs.fileno()), self.module],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
                 env=self.env,

@@ -1,9 +1,9 @@
 """The warm trainer process: a trainer's libraries imported once, one process forked per job.
 
-``python -m alallo._warm_process FD MODULE`` imports ``MODULE`` (a built-in
+``python -m alallo.executors._warm_process FD MODULE`` imports ``MODULE`` (a built-in
 trainer, e.g. ``alallo.trainers.trl``) and the libraries it needs (torch,
 transformers, datasets, peft, TRL), then serves requests on the Unix socket
-``FD`` (``SOCK_SEQPACKET``, from the server: :mod:`alallo._warm`). Each
+``FD`` (``SOCK_SEQPACKET``, from the server: :mod:`alallo.executors._warm`). Each
 request is one JSON object (argv, cwd, env, title, user) with two file descriptors
 passed alongside (``SCM_RIGHTS``): the write end of the trainer's output pipe
 and the write end of a status pipe. For each, the process forks a child that
@@ -23,7 +23,7 @@ session, a parent-death signal, a per-job cwd, environment and stdout, and
 an exit status the server can read without being its parent.
 
 Each child keeps the guarantees of a cold-started trainer
-(:mod:`alallo._trainer_process`): it leads its own process group
+(:mod:`alallo.executors._local`): it leads its own process group
 (``setsid``), so stopping it stops whatever it started; it gets
 ``PR_SET_PDEATHSIG`` = SIGKILL, and so does this process, so ``kill -9`` of
 the server kills this process and that kills every child; its command line
@@ -57,7 +57,7 @@ import traceback
 import warnings
 from typing import Any
 
-from alallo._posix import die_with_parent, take_on_user
+from alallo.executors._posix import die_with_parent, take_on_user
 from alallo.trainers._env import QUIET_ENV
 
 __all__ = ["PRELOAD", "main"]
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or not args[0].isdigit():
-        print("usage: python -m alallo._warm_process FD MODULE", file=sys.stderr)
+        print("usage: python -m alallo.executors._warm_process FD MODULE", file=sys.stderr)
         return 2
     sock = socket.socket(fileno=int(args[0]))
     module = args[1]

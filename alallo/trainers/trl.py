@@ -35,7 +35,7 @@ Start-up is dominated by importing torch, transformers, peft and TRL (about
 standard library only, so a bad file fails in well under a second. The
 runtime skips that cost: it forks this trainer from a warm process that has
 imported those libraries once, and calls :func:`main` there
-(:mod:`alallo._warm_process`). Each run is a fresh fork, so nothing one
+(:mod:`alallo.executors._warm_process`). Each run is a fresh fork, so nothing one
 run changes is seen by the next; what must hold is that importing this module
 initialises no CUDA (a CUDA context does not survive a fork).
 """

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from alallo import _warm
-from alallo._trainer_process import TrainerProcess
+from alallo.executors import TrainerProcess, _warm
 
 pytestmark = pytest.mark.unit
 
@@ -228,8 +227,8 @@ async def test_a_warm_process_that_cannot_fork_the_trainer_starts_it_cold(
 SERVER = '''
 import sys, trio
 from pathlib import Path
-from alallo import _warm
-from alallo._trainer_process import TrainerProcess
+from alallo.executors import _warm
+from alallo.executors import TrainerProcess
 
 async def main(module, cwd):
     process = TrainerProcess([sys.executable, "-m", module, "sleep"], cwd=Path(cwd),

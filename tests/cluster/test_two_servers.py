@@ -130,7 +130,7 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
             nursery.start_soon(follow_stream, on_b, first["id"], seen)
             nursery.start_soon(follow_account, on_b, first["id"], account_steps, 10)
             with trio.fail_after(60):
-                while (job := await job_of(on_b, first["id"]))["progress"]["step"] < 14:
+                while (await job_of(on_b, first["id"]))["progress"]["step"] < 14:
                     await trio.sleep(0.05)
             assert (await job_of(on_b, queued["id"]))["status"] == "queued"
             assert any(kind == "job" and data["progress"]["step"] >= 10

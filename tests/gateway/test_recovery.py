@@ -17,12 +17,10 @@ parent-death SIGKILL still ends a stopped process.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any

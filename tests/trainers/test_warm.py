@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from alallo import Job, JobStatus, Runtime, Settings
-from alallo import _warm
+from alallo.executors import _warm
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
