@@ -19,13 +19,26 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._billing import LedgerEntry, charge_through, refund_all
-from ._capacity import DEVICE_TYPES
 from ._errors import InvalidTransition
 from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
-from ._job_inputs import (ActorFailed, AutoCancel, CancelRequested, CheckpointNotShared, Created,
-                          Input, LimitReached, NotAvailable, Rescheduled, Started,
-                          TrainerExited, TrainerReported, Transition, WaitingForCapacity)
+from ._job_inputs import (
+    ActorFailed,
+    AutoCancel,
+    CancelRequested,
+    CheckpointNotShared,
+    Created,
+    Input,
+    LimitReached,
+    NotAvailable,
+    Rescheduled,
+    Started,
+    TrainerExited,
+    TrainerReported,
+    Transition,
+    WaitingForCapacity,
+)
 from ._money import format_money
+from ._plan import DEVICE_TYPES
 from ._spec import CommandTrainer
 from ._status import EventLevel, EventType, JobStatus, Message
 from .trainers import Checkpoint, Done, Error, Integration, Stage
