@@ -18,6 +18,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._errors import AlalloError as AlalloError
+    from ._errors import Conflict as Conflict
+    from ._errors import Forbidden as Forbidden
+    from ._errors import InvalidFile as InvalidFile
+    from ._errors import InvalidRequest as InvalidRequest
+    from ._errors import InvalidTransition as InvalidTransition
+    from ._errors import NotFound as NotFound
+    from ._errors import SettingError as SettingError
+    from ._errors import Unauthorized as Unauthorized
+    from ._runtime import LOCAL_ACCOUNT as LOCAL_ACCOUNT
+    from ._runtime import Runtime as Runtime
+    from ._status import EventType as EventType
+    from ._status import JobStatus as JobStatus
+    from ._status import Message as Message
+    from .client import Client as Client
     from .client._async import AsyncClient as AsyncClient
     from .client._types import Capacity as Capacity
     from .client._types import CapacityNode as CapacityNode
@@ -50,25 +65,10 @@ if TYPE_CHECKING:
     from .client._types import Trainer as Trainer
     from .client._types import TrainerList as TrainerList
     from .client._types import TrainingLogLine as TrainingLogLine
-    from ._errors import AlalloError as AlalloError
-    from ._errors import Conflict as Conflict
-    from ._errors import Forbidden as Forbidden
-    from ._errors import InvalidFile as InvalidFile
-    from ._errors import InvalidRequest as InvalidRequest
-    from ._errors import InvalidTransition as InvalidTransition
-    from ._errors import NotFound as NotFound
-    from ._errors import SettingError as SettingError
-    from ._errors import Unauthorized as Unauthorized
-    from ._job import Event as Event
-    from ._job import Job as Job
-    from ._job import LogLine as LogLine
-    from ._runtime import LOCAL_ACCOUNT as LOCAL_ACCOUNT
-    from ._runtime import Runtime as Runtime
-    from ._spec import JobSpec as JobSpec
-    from ._status import EventType as EventType
-    from ._status import JobStatus as JobStatus
-    from ._status import Message as Message
-    from .client import Client as Client
+    from .jobs import Event as Event
+    from .jobs import Job as Job
+    from .jobs import JobSpec as JobSpec
+    from .jobs import LogLine as LogLine
     from .settings import Settings as Settings
 
 _ORIGINS = {
@@ -86,7 +86,7 @@ _ORIGINS = {
     "Estimate": ".client._types",
     "EstimatePlan": ".client._types",
     "EstimatePrice": ".client._types",
-    "Event": "._job",
+    "Event": ".jobs",
     "EventType": "._status",
     "FileDeleted": ".client._types",
     "FileList": ".client._types",
@@ -97,15 +97,15 @@ _ORIGINS = {
     "InvalidFile": "._errors",
     "InvalidRequest": "._errors",
     "InvalidTransition": "._errors",
-    "Job": "._job",
+    "Job": ".jobs",
     "JobError": ".client._types",
     "JobEvent": ".client._types",
     "JobEventList": ".client._types",
     "JobList": ".client._types",
-    "JobSpec": "._spec",
+    "JobSpec": ".jobs",
     "JobStatus": "._status",
     "LatestCheckpoint": ".client._types",
-    "LogLine": "._job",
+    "LogLine": ".jobs",
     "LogPage": ".client._types",
     "Message": "._status",
     "Model": ".client._types",

@@ -16,10 +16,10 @@ import time
 
 import structlog
 
-from . import _lifecycle as lifecycle
 from ._job_context import JobContext
 from ._status import EventType
 from ._store import LeaseLost, StoreUnavailable
+from .jobs import lifecycle
 
 __all__ = ["fail_job"]
 

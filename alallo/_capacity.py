@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._plan import DEVICE_TYPES, DeviceType
+from .jobs import DEVICE_TYPES, DeviceType
 
 __all__ = ["DEVICE_TYPES", "DeviceType", "Node", "NodeSpec", "Placement", "Pool"]
 

@@ -32,8 +32,8 @@ from ._errors import InvalidRequest
 from ._status import EventType
 
 if TYPE_CHECKING:
-    from ._job import Job
     from ._runtime import Runtime
+    from .jobs import Job
 
 __all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "checkpoint_id", "list_checkpoints"]
 

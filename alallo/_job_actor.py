@@ -26,10 +26,7 @@ import trio
 
 from actors import Actor, ActorError
 
-from . import _lifecycle as lifecycle
-from ._billing import billing_limit_detail
 from ._errors import InvalidRequest
-from ._job import Event, Job, LogLine
 from ._job_context import JobContext
 from ._launch import (
     command_refusal,
@@ -45,10 +42,11 @@ from ._scheduler import Acquire, Grant, Release
 from ._status import EventType, JobStatus
 from ._store import LeaseLost
 from .executors import TrainerProcess, hand_over
+from .jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:
-    from ._billing import LedgerEntry
+    from .jobs import LedgerEntry
 
 __all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ._job import Job
+from .jobs import Job
 
 __all__ = ["LIVE_JOBS_SIZE", "LiveJobs"]
 

@@ -21,7 +21,6 @@ from ._bus import EventBus
 from ._catalogue import Catalogue
 from ._checkpoint_storage import CheckpointStorage
 from ._cluster import Cluster
-from ._job import Job
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
 from ._plans import PlanOptions
@@ -30,6 +29,7 @@ from ._store import Store
 from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
 from .executors import TrainerUser
+from .jobs import Job
 from .settings import Settings
 
 __all__ = ["JobContext", "RuntimeJobContext"]

@@ -15,12 +15,12 @@ import structlog
 
 from ._bus import EventBus, Item
 from ._cluster import Cluster
-from ._job import Event, Job, LogLine
 from ._job_cache import LiveJobs
 from ._store import LeaseLost, Store
+from .jobs import Event, Job, LogLine
 
 if TYPE_CHECKING:
-    from ._billing import LedgerEntry
+    from .jobs import LedgerEntry
 
 __all__ = ["JobWriter"]
 

@@ -13,17 +13,16 @@ import trio
 
 from actors import ActorRef, ActorStopped
 
-from . import _lifecycle as lifecycle
 from ._bus import EventBus, Lagged
 from ._cluster import Cluster
 from ._errors import NotFound
-from ._job import Event, Job, LogLine
 from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
 from ._starter import Starter
 from ._status import JobStatus
 from ._store import Store
 from ._tolerant import read_item
+from .jobs import Event, Job, LogLine, lifecycle
 
 __all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
 

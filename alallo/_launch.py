@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._catalogue import Catalogue
-from ._job import Job
 from ._scheduler import Grant
-from ._spec import CommandTrainer, NamedTrainer, SimulatedTrainer
 from ._trainer_registry import TrainerRegistry
 from .executors import TrainerUser
+from .jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from .settings import Settings
 from .trainers import TrainerConfig, WandbConfig
 

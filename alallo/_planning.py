@@ -14,15 +14,12 @@ from actors import ActorRef
 from ._capacity import Pool
 from ._catalogue import Catalogue, CatalogueModel
 from ._errors import InvalidRequest
-from ._estimate import estimate_price, estimate_time
-from ._job import Job
-from ._plan import Plan
 from ._plans import PlanOptions, plan_options, tokens_per_example
 from ._scheduler import QueueSnapshot, SchedulerMessage, WaitEstimate
-from ._spec import JobSpec
 from ._status import Message
 from ._store import Store
 from ._training_files import TrainingFiles
+from .jobs import Job, JobSpec, Plan, estimate_price, estimate_time
 from .settings import Settings
 
 __all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "SCHEDULER_ASK_S", "Planning"]

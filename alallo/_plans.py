@@ -13,8 +13,7 @@ from typing import Literal
 
 from ._capacity import DeviceType, Pool
 from ._catalogue import TINY_GPT2, CatalogueModel
-from ._plan import Plan
-from ._spec import JobSpec, SimulatedTrainer
+from .jobs import JobSpec, Plan, SimulatedTrainer
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
            "tokens_per_example", "why_not"]

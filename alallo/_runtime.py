@@ -38,7 +38,6 @@ from actors import (
     open_supervisor,
 )
 
-from . import _lifecycle as lifecycle
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
@@ -48,9 +47,7 @@ from ._checkpoint_storage import CheckpointStorage
 from ._checkpoints import JobCheckpoints
 from ._cluster import Cluster
 from ._errors import NotFound, SettingError
-from ._estimate import estimate_price, estimate_time
 from ._file_storage import FileStorage
-from ._job import Event, Job, LogLine, Progress
 from ._job_actor import JobActor, JobMessage, RescheduleJob
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -62,13 +59,22 @@ from ._plans import PlanOptions
 from ._relocation import Relocation
 from ._scheduler import Drain, Scheduler, SchedulerMessage
 from ._shared_storage import check_writable
-from ._spec import JobSpec
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._store import FileRow, Store, StoreUnavailable
 from ._streams import Streams
 from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
 from .executors import trainer_user
+from .jobs import (
+    Event,
+    Job,
+    JobSpec,
+    LogLine,
+    Progress,
+    estimate_price,
+    estimate_time,
+    lifecycle,
+)
 from .settings import Settings
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]

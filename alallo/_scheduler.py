@@ -26,7 +26,7 @@ import trio
 from actors import Actor
 
 from ._capacity import Placement, Pool
-from ._plan import Plan
+from .jobs import Plan
 
 __all__ = ["Acquire", "Drain", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
            "WaitEstimate"]

@@ -30,7 +30,7 @@ import trio
 
 from actors import ActorStopped, Backoff, RestartIntensity
 
-from ._job import Job
+from .jobs import Job
 
 __all__ = ["JOB_ACTOR_BACKOFF", "JOB_ACTOR_INTENSITY", "Starter"]
 

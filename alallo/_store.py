@@ -23,16 +23,15 @@ import sqlalchemy as sa
 import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ._group_commit import GroupCommit
-from ._billing import LedgerEntry
-from ._job import Event, Job, LogLine
 from ._errors import LeaseLost, StoreUnavailable
+from ._group_commit import GroupCommit
 from ._store_accounts import AccountRows
 from ._store_files import FileRow, FileRows
 from ._store_saves import Save, balance_of, save_many
+from ._store_schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
 from ._store_sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
-from ._store_schema import (LIVE_STATUSES, job_feed, job_items, jobs, ledger)
+from .jobs import Event, Job, LedgerEntry, LogLine
 
 __all__ = ["FileRow", "LeaseLost", "Store", "StoreUnavailable"]
 

@@ -12,10 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ._billing import LedgerEntry
 from ._errors import LeaseLost
-from ._job import Event, Job, LogLine
 from ._store_schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
+from .jobs import Event, Job, LedgerEntry, LogLine
 
 __all__ = ["Save", "balance_of", "save_many"]
 

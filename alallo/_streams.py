@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ._bus import EventBus, Item, Lagged
-from ._job import Event, Job, LogLine
 from ._status import JobStatus
 from ._store import Store
 from ._tolerant import read_item
+from .jobs import Event, Job, LogLine
 
 __all__ = ["FEED_PAGE", "Streams"]
 

@@ -14,8 +14,8 @@ import trio
 
 from ._errors import Conflict, InvalidRequest, NotFound
 from ._file_storage import FileStorage
-from ._files import check_jsonl
 from ._store import FileRow, Store
+from .jobs import check_jsonl
 from .settings import Settings
 
 __all__ = ["TrainingFiles"]

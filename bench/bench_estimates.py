@@ -6,7 +6,7 @@ A discrete-event run in virtual time (trio's autojump clock): N jobs of
 random models, methods, sizes and goals arrive at random on a fleet of
 simulated H100, A100 and L40S nodes, through alallo's own plans
 (``alallo._plans``), scheduler actor (``alallo._scheduler``), estimates
-(``alallo._estimate``) and time left (``alallo._timeleft``, fed by the
+(``alallo.jobs._estimate``) and time left (``alallo.jobs._timeleft``, fed by the
 state machine). What really happens is drawn from a noise model: each job's
 true step time is its planned step time × a per-job error (log-normal,
 sigma 0.15: the time model is off by ~15%) × per-step noise (log-normal,
@@ -42,12 +42,12 @@ from actors import open_supervisor  # noqa: E402
 from alallo import JobSpec  # noqa: E402
 from alallo._capacity import NodeSpec, Pool  # noqa: E402
 from alallo._catalogue import Catalogue  # noqa: E402
-from alallo._estimate import estimate_price, estimate_time  # noqa: E402
-from alallo._job import Job, Progress  # noqa: E402
-from alallo._lifecycle import Created, Started, TrainerReported, apply  # noqa: E402
+from alallo.jobs._estimate import estimate_price, estimate_time  # noqa: E402
+from alallo.jobs._job import Job, Progress  # noqa: E402
+from alallo.jobs._lifecycle import Created, Started, TrainerReported, apply  # noqa: E402
 from alallo._plans import plan_options  # noqa: E402
 from alallo._scheduler import Acquire, Grant, Release, Scheduler, WaitEstimate  # noqa: E402
-from alallo._timeleft import time_left  # noqa: E402
+from alallo.jobs._timeleft import time_left  # noqa: E402
 from alallo.trainers import Progress as TrainerProgress  # noqa: E402
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -13,7 +13,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from alallo import AlalloError, Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
+from alallo import (
+    AlalloError,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    Unauthorized,
+)
 
 __all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "error_response"]
 

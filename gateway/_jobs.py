@@ -11,8 +11,8 @@ from alallo import LOCAL_ACCOUNT
 from alallo._checkpoint_list import list_checkpoints
 
 from ._auth import account_of, runtime_of
-from ._errors import Forbidden
 from ._body import json_object, query_int
+from ._errors import Forbidden
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",

@@ -14,11 +14,11 @@ from starlette.types import Scope
 from alallo import Runtime
 
 from . import _files, _jobs
-from ._pages import dashboard, job_page
 from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
+from ._pages import dashboard, job_page
 from ._request_log import RequestLog
 from ._sessions import Sessions
 from ._signin import SignIn, create_link, sign_in, sign_out

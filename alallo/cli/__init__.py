@@ -13,14 +13,14 @@ from __future__ import annotations
 import typer
 
 from alallo.cli._accounts import accounts_app, keys_app
-from alallo.cli._dashboard import dashboard
 from alallo.cli._capacity import capacity
+from alallo.cli._dashboard import dashboard
 from alallo.cli._db import db_app
-from alallo.cli._files import files_app
-from alallo.cli._nodes import nodes_app
 from alallo.cli._estimate import estimate
+from alallo.cli._files import files_app
 from alallo.cli._jobs import jobs_app
 from alallo.cli._models import models_app
+from alallo.cli._nodes import nodes_app
 from alallo.cli._serve import demo, serve
 from alallo.cli._trainers import trainers
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, console, open_client, print_json
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
 
 __all__ = ["capacity"]
 

@@ -11,7 +11,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from alallo.client._types import TrainingLogLine
 from alallo._status import JobStatus
 from alallo.cli._common import (
     ApiKeyOption,
@@ -48,6 +47,7 @@ from alallo.cli._estimate import (
 from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
 from alallo.client import Client
+from alallo.client._types import TrainingLogLine
 
 __all__ = ["jobs_app"]
 

@@ -6,7 +6,14 @@ from typing import Any
 
 import typer
 
-from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, console, open_client, print_json
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
 from alallo.cli._table import Column, fitted_table
 
 __all__ = ["models_app"]

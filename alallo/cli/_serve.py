@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-
 if TYPE_CHECKING:
     import trio
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, console, open_client, print_json
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
 from alallo.cli._table import Column, fitted_table
 
 __all__ = ["trainers"]

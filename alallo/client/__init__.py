@@ -23,8 +23,13 @@ error table to the reconnection rules of ``watch``, is shared
 from __future__ import annotations
 
 from alallo.client._async import AsyncClient
-from alallo.client._base import (DEFAULT_TIMEOUT_S, DEFAULT_URL, HyperparameterFields,
-                                 JobSpecFields, StreamItem)
+from alallo.client._base import (
+                                 DEFAULT_TIMEOUT_S,
+                                 DEFAULT_URL,
+                                 HyperparameterFields,
+                                 JobSpecFields,
+                                 StreamItem,
+)
 from alallo.client._errors import AlalloClientError, ApiError, ClientError
 from alallo.client._sync import Client
 

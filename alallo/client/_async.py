@@ -12,16 +12,37 @@ import anyio
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
+from alallo._types import FileId, JobId, Seq
 from alallo.client import _base as base
-from alallo.client._base import (CHECKPOINTS_PAGE_SIZE, DEFAULT_TIMEOUT_S, EVENTS_PAGE_SIZE,
-                                 FILES_PAGE_SIZE, LOG_PAGE_SIZE, JobSpecFields, StreamItem)
+from alallo.client._base import (
+    CHECKPOINTS_PAGE_SIZE,
+    DEFAULT_TIMEOUT_S,
+    EVENTS_PAGE_SIZE,
+    FILES_PAGE_SIZE,
+    LOG_PAGE_SIZE,
+    JobSpecFields,
+    StreamItem,
+)
 from alallo.client._errors import ClientError
 from alallo.client._types import (
-    Capacity, Checkpoint, CheckpointList, Estimate, FileDeleted, FileList, FileObject,
-    FineTuningJob, Health, JobEvent, JobEventList, JobList, LogPage, ModelList, NodeDrain,
-    TrainerList, TrainingLogLine,
+    Capacity,
+    Checkpoint,
+    CheckpointList,
+    Estimate,
+    FileDeleted,
+    FileList,
+    FileObject,
+    FineTuningJob,
+    Health,
+    JobEvent,
+    JobEventList,
+    JobList,
+    LogPage,
+    ModelList,
+    NodeDrain,
+    TrainerList,
+    TrainingLogLine,
 )
-from alallo._types import FileId, JobId, Seq
 
 __all__ = ["AsyncClient"]
 

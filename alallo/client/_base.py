@@ -20,11 +20,11 @@ from typing import Any, Literal, Required, TypedDict, TypeVar
 import httpx
 from httpx_sse import ServerSentEvent
 
-from alallo.client._errors import ApiError, ClientError
-from alallo.client._types import Page
 from alallo._keys import read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq
+from alallo.client._errors import ApiError, ClientError
+from alallo.client._types import Page
 
 __all__ = [
     "CHECKPOINTS_PAGE_SIZE",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ._money import format_money
+from .._money import format_money
 
 if TYPE_CHECKING:
     from ._job import Job

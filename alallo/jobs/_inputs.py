@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..trainers import Checkpoint, Done, Error, Integration, Stage
+from ..trainers import Progress as TrainerProgress
 from ._billing import LedgerEntry
 from ._job import Event, Job
 from ._plan import Plan
-from .trainers import Checkpoint, Done, Error, Integration, Stage
-from .trainers import Progress as TrainerProgress
 
 __all__ = [
     "ActorFailed",

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._status import EventLevel, EventType, JobStatus
 from ._plan import Plan
 from ._spec import JobSpec
-from ._status import EventLevel, EventType, JobStatus
 from ._timetext import TimeRange
 
 __all__ = ["Event", "Job", "JobError", "LogLine", "Progress", "SavedCheckpoint"]

@@ -18,10 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .._errors import InvalidTransition
+from .._money import format_money
+from .._status import EventLevel, EventType, JobStatus, Message
+from ..trainers import Checkpoint, Done, Error, Integration, Stage
+from ..trainers import Progress as TrainerProgress
 from ._billing import LedgerEntry, charge_through, refund_all
-from ._errors import InvalidTransition
-from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
-from ._job_inputs import (
+from ._inputs import (
     ActorFailed,
     AutoCancel,
     CancelRequested,
@@ -37,12 +40,9 @@ from ._job_inputs import (
     Transition,
     WaitingForCapacity,
 )
-from ._money import format_money
+from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
 from ._plan import DEVICE_TYPES
 from ._spec import CommandTrainer
-from ._status import EventLevel, EventType, JobStatus, Message
-from .trainers import Checkpoint, Done, Error, Integration, Stage
-from .trainers import Progress as TrainerProgress
 
 __all__ = [  # the inputs are defined in alallo._job_inputs, re-exported here
     "ActorFailed",

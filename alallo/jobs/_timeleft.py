@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from .._status import JobStatus
 from ._estimate import ESTIMATE_HIGH, ESTIMATE_LOW
 from ._plan import Plan
-from ._status import JobStatus
 from ._timetext import TIME_LEFT_MINUTES_BELOW_S, TimeRange
 
 __all__ = ["PACE_AFTER_FRACTION", "TimedJob", "time_left"]

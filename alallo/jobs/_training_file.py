@@ -24,8 +24,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._errors import InvalidFile
-from ._json import NestingTooDeep, loads
+from .._errors import InvalidFile
+from .._json import NestingTooDeep, loads
 
 __all__ = ["CheckedFile", "check_jsonl"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from alallo._store_schema import metadata
 from alallo._migrations import MIGRATION_LOCK_KEY
+from alallo._store_schema import metadata
 
 config = context.config
 

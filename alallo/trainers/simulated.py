@@ -34,7 +34,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows
-from ._protocol import Checkpoint, Done, Error, Log, Progress, Stage, TrainerConfig, emit
+from ._protocol import (
+    Checkpoint,
+    Done,
+    Error,
+    Log,
+    Progress,
+    Stage,
+    TrainerConfig,
+    emit,
+)
 from ._wandb import WandbFailed, start_wandb
 
 __all__ = ["MODEL_FILE", "STATE_FILE", "fake_loss", "main"]

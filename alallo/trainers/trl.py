@@ -54,7 +54,13 @@ from pydantic import ValidationError
 from ._data import UserDataError, file_hash, read_rows
 from ._env import QUIET_ENV
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
-from ._trl_model import UserModelError, is_users_model, load_model, lora_config, quiet_libraries
+from ._trl_model import (
+    UserModelError,
+    is_users_model,
+    load_model,
+    lora_config,
+    quiet_libraries,
+)
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
 from ._wandb import WandbFailed, WandbRun, start_wandb
 from .tiny import TINY_GPT2, build_tiny_gpt2

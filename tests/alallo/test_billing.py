@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alallo import EventType, JobStatus, Message
-from alallo._billing import step_price
-from alallo._job import Job
-from alallo._lifecycle import (
+from alallo.jobs._billing import step_price
+from alallo.jobs._job import Job
+from alallo.jobs._lifecycle import (
     AutoCancel, CancelRequested, Input, LimitReached, NotAvailable, Started, TrainerExited,
     TrainerReported, apply,
 )

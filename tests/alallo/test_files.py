@@ -7,7 +7,7 @@ import json
 import pytest
 
 from alallo import InvalidFile
-from alallo._files import check_jsonl
+from alallo.jobs._training_file import check_jsonl
 
 pytestmark = pytest.mark.unit
 

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from alallo import EventType, InvalidTransition, JobSpec, JobStatus, Message
 from alallo._capacity import NodeSpec, Pool
-from alallo._estimate import estimate_price, estimate_time
+from alallo.jobs._estimate import estimate_price, estimate_time
 from alallo._plans import plan_options
 from alallo._catalogue import Catalogue
-from alallo._job import Job, Progress
+from alallo.jobs._job import Job, Progress
 from alallo._money import format_money
-from alallo._lifecycle import (
+from alallo.jobs._lifecycle import (
     ActorFailed, CancelRequested, Created, Input, Started, TrainerExited, TrainerReported,
     WaitingForCapacity, append_log, apply,
 )
@@ -218,7 +218,7 @@ def test_properties_of_any_input_sequence(sequence: list[Input]) -> None:
 
 
 def test_rescheduling_moves_the_job_and_it_continues_from_its_checkpoint() -> None:
-    from alallo._lifecycle import Rescheduled
+    from alallo.jobs._lifecycle import Rescheduled
 
     job, types = run(new_job(30), Started(now=T0),
                      TrainerReported(TrainerProgress(step=12, max_steps=30), now=T0 + 1),
@@ -261,7 +261,7 @@ SEED_ROWS = [
 @pytest.mark.parametrize(("status", "message", "steps"), SEED_ROWS)
 def test_every_seed_status_and_message(status: str, message: str | None,
                                        steps: list[object]) -> None:
-    from alallo._lifecycle import LimitReached, NotAvailable, Rescheduled
+    from alallo.jobs._lifecycle import LimitReached, NotAvailable, Rescheduled
 
     make = {
         "waiting": lambda: WaitingForCapacity(now=T0),
@@ -287,7 +287,7 @@ def test_every_seed_status_and_message(status: str, message: str | None,
 
 
 def test_cancel_while_re_scheduling_ends_cancelled() -> None:
-    from alallo._lifecycle import Rescheduled
+    from alallo.jobs._lifecycle import Rescheduled
 
     job, types = run(new_job(30), Started(now=T0), Rescheduled(now=T0, reason="memory"),
                      CancelRequested(now=T0), TrainerExited(returncode=-15, now=T0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alallo._billing import billing_limit_detail
+from alallo.jobs._billing import billing_limit_detail
 from alallo._money import format_money
 
 

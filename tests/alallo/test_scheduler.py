@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from actors import ActorRef, open_supervisor
 from alallo._capacity import NodeSpec, Pool
-from alallo._plan import Plan
+from alallo.jobs._plan import Plan
 from alallo._scheduler import Acquire, Grant, QueueSnapshot, Release, Scheduler, SchedulerMessage
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from actors import ActorStopped
-from alallo._job import Job
+from alallo.jobs._job import Job
 from alallo._starter import Starter
 
 pytestmark = pytest.mark.unit

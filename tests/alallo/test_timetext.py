@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from alallo import JobStatus
-from alallo._job import Progress
-from alallo._lifecycle import Started, TrainerReported, apply
-from alallo._timeleft import time_left
-from alallo._timetext import TimeRange, format_duration
+from alallo.jobs._job import Progress
+from alallo.jobs._lifecycle import Started, TrainerReported, apply
+from alallo.jobs._timeleft import time_left
+from alallo.jobs._timetext import TimeRange, format_duration
 from alallo.trainers import Progress as TrainerProgress
 
 from test_lifecycle import T0, new_job

@@ -9,12 +9,12 @@ import pytest
 import structlog
 
 from alallo import Event, Job, LogLine
-from alallo._job import Progress
-from alallo._plan import Plan
-from alallo._spec import JobSpec
+from alallo.jobs._job import Progress
+from alallo.jobs._plan import Plan
+from alallo.jobs._spec import JobSpec
 from alallo._status import EventType
 from alallo._tolerant import UnreadableRow, read_item, read_job
-from alallo._timetext import TimeRange
+from alallo.jobs._timetext import TimeRange
 
 
 def stored(**spec: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import trio
 
 from alallo import Runtime, Settings
 from alallo._cluster import Cluster
-from alallo._job import Event, Job
+from alallo.jobs._job import Event, Job
 from alallo._store import LeaseLost, Store
 from alallo._store_schema import jobs, nodes
 

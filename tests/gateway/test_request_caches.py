@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from alallo import Runtime
-from alallo._job import Job
+from alallo.jobs._job import Job
 from alallo._job_cache import LiveJobs
 from alallo._key_cache import KeyCache
 from alallo._keys import hash_key, key_id, new_key
