@@ -38,9 +38,9 @@ from ._launch import (
 )
 from ._money import format_money
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
-from ._scheduler import Acquire, Grant, Release
 from ._status import EventType, JobStatus
 from ._store import LeaseLost
+from .capacity import Acquire, Grant, Release
 from .executors import TrainerProcess, hand_over
 from .jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from .trainers import Checkpoint, Error, Log, parse_line

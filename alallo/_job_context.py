@@ -18,16 +18,14 @@ from typing import Any, Protocol
 from actors import ActorRef
 
 from ._bus import EventBus
-from ._catalogue import Catalogue
 from ._checkpoint_storage import CheckpointStorage
 from ._cluster import Cluster
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
-from ._plans import PlanOptions
-from ._scheduler import SchedulerMessage
 from ._store import Store
 from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
+from .capacity import Catalogue, PlanOptions, SchedulerMessage
 from .executors import TrainerUser
 from .jobs import Job
 from .settings import Settings

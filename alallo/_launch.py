@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._catalogue import Catalogue
-from ._scheduler import Grant
 from ._trainer_registry import TrainerRegistry
+from .capacity import Catalogue, Grant
 from .executors import TrainerUser
 from .jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from .settings import Settings

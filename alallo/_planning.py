@@ -11,14 +11,21 @@ from typing import Any, cast
 
 from actors import ActorRef
 
-from ._capacity import Pool
-from ._catalogue import Catalogue, CatalogueModel
 from ._errors import InvalidRequest
-from ._plans import PlanOptions, plan_options, tokens_per_example
-from ._scheduler import QueueSnapshot, SchedulerMessage, WaitEstimate
 from ._status import Message
 from ._store import Store
 from ._training_files import TrainingFiles
+from .capacity import (
+    Catalogue,
+    CatalogueModel,
+    PlanOptions,
+    Pool,
+    QueueSnapshot,
+    SchedulerMessage,
+    WaitEstimate,
+    plan_options,
+    tokens_per_example,
+)
 from .jobs import Job, JobSpec, Plan, estimate_price, estimate_time
 from .settings import Settings
 

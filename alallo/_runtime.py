@@ -41,8 +41,6 @@ from actors import (
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._capacity import Pool
-from ._catalogue import Catalogue, CatalogueModel
 from ._checkpoint_storage import CheckpointStorage
 from ._checkpoints import JobCheckpoints
 from ._cluster import Cluster
@@ -55,15 +53,22 @@ from ._jobs import Jobs
 from ._key_cache import KeyCache
 from ._operator import notify_platform_failure
 from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
-from ._plans import PlanOptions
 from ._relocation import Relocation
-from ._scheduler import Drain, Scheduler, SchedulerMessage
 from ._shared_storage import check_writable
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._store import FileRow, Store, StoreUnavailable
 from ._streams import Streams
 from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
+from .capacity import (
+    Catalogue,
+    CatalogueModel,
+    Drain,
+    PlanOptions,
+    Pool,
+    Scheduler,
+    SchedulerMessage,
+)
 from .executors import trainer_user
 from .jobs import (
     Event,

@@ -14,8 +14,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from ._capacity import NodeSpec
 from ._trainer_registry import RegisteredTrainer, TrainerRegistry
+from .capacity import NodeSpec
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
 

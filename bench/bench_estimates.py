@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/bench_estimates.py`` (``--quick`` for 200 jobs).
 A discrete-event run in virtual time (trio's autojump clock): N jobs of
 random models, methods, sizes and goals arrive at random on a fleet of
 simulated H100, A100 and L40S nodes, through alallo's own plans
-(``alallo._plans``), scheduler actor (``alallo._scheduler``), estimates
+(``alallo.capacity._plans``), scheduler actor (``alallo.capacity._scheduler``), estimates
 (``alallo.jobs._estimate``) and time left (``alallo.jobs._timeleft``, fed by the
 state machine). What really happens is drawn from a noise model: each job's
 true step time is its planned step time × a per-job error (log-normal,
@@ -40,13 +40,13 @@ from _results import append_rows, row  # noqa: E402 - bench/ helper
 
 from actors import open_supervisor  # noqa: E402
 from alallo import JobSpec  # noqa: E402
-from alallo._capacity import NodeSpec, Pool  # noqa: E402
-from alallo._catalogue import Catalogue  # noqa: E402
+from alallo.capacity._pool import NodeSpec, Pool  # noqa: E402
+from alallo.capacity._catalogue import Catalogue  # noqa: E402
 from alallo.jobs._estimate import estimate_price, estimate_time  # noqa: E402
 from alallo.jobs._job import Job, Progress  # noqa: E402
 from alallo.jobs._lifecycle import Created, Started, TrainerReported, apply  # noqa: E402
-from alallo._plans import plan_options  # noqa: E402
-from alallo._scheduler import Acquire, Grant, Release, Scheduler, WaitEstimate  # noqa: E402
+from alallo.capacity._plans import plan_options  # noqa: E402
+from alallo.capacity._scheduler import Acquire, Grant, Release, Scheduler, WaitEstimate  # noqa: E402
 from alallo.jobs._timeleft import time_left  # noqa: E402
 from alallo.trainers import Progress as TrainerProgress  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import InvalidRequest
+from .._errors import InvalidRequest
 
 __all__ = ["TINY_GPT2", "Catalogue", "CatalogueModel"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._capacity import DeviceType, Pool
+from ..jobs import DeviceType, JobSpec, Plan, SimulatedTrainer
 from ._catalogue import TINY_GPT2, CatalogueModel
-from .jobs import JobSpec, Plan, SimulatedTrainer
+from ._pool import Pool
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
            "tokens_per_example", "why_not"]

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .jobs import DEVICE_TYPES, DeviceType
+from ..jobs import DEVICE_TYPES, DeviceType
 
-__all__ = ["DEVICE_TYPES", "DeviceType", "Node", "NodeSpec", "Placement", "Pool"]
+__all__ = ["Node", "NodeSpec", "Placement", "Pool"]
 
 
 class NodeSpec(BaseModel):

@@ -25,8 +25,8 @@ import trio
 
 from actors import Actor
 
-from ._capacity import Placement, Pool
-from .jobs import Plan
+from ..jobs import Plan
+from ._pool import Placement, Pool
 
 __all__ = ["Acquire", "Drain", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
            "WaitEstimate"]

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alallo import EventType, InvalidTransition, JobSpec, JobStatus, Message
-from alallo._capacity import NodeSpec, Pool
+from alallo.capacity._pool import NodeSpec, Pool
 from alallo.jobs._estimate import estimate_price, estimate_time
-from alallo._plans import plan_options
-from alallo._catalogue import Catalogue
+from alallo.capacity._plans import plan_options
+from alallo.capacity._catalogue import Catalogue
 from alallo.jobs._job import Job, Progress
 from alallo._money import format_money
 from alallo.jobs._lifecycle import (

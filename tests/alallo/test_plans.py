@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from alallo import JobSpec
-from alallo._capacity import NodeSpec, Pool
-from alallo._catalogue import Catalogue
-from alallo._plans import bytes_per_parameter, memory_gb, plan_options
+from alallo.capacity._pool import NodeSpec, Pool
+from alallo.capacity._catalogue import Catalogue
+from alallo.capacity._plans import bytes_per_parameter, memory_gb, plan_options
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors import ActorRef, open_supervisor
-from alallo._capacity import NodeSpec, Pool
+from alallo.capacity._pool import NodeSpec, Pool
 from alallo.jobs._plan import Plan
-from alallo._scheduler import Acquire, Grant, QueueSnapshot, Release, Scheduler, SchedulerMessage
+from alallo.capacity._scheduler import Acquire, Grant, QueueSnapshot, Release, Scheduler, SchedulerMessage
 
 pytestmark = pytest.mark.unit
 
