@@ -11,10 +11,10 @@ from ._errors import Forbidden, Unauthorized
 from ._key_cache import KeyCache
 from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._launch import COMMANDS_NOT_ALLOWED, model_refusal
-from ._store import Store
 from ._trainer_registry import TrainerRegistry
 from .jobs import CommandTrainer, JobSpec, NamedTrainer
 from .settings import Settings
+from .store import Store
 
 __all__ = ["LOCAL_ACCOUNT", "Accounts"]
 

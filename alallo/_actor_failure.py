@@ -18,8 +18,8 @@ import structlog
 
 from ._job_context import JobContext
 from ._status import EventType
-from ._store import LeaseLost, StoreUnavailable
 from .jobs import lifecycle
+from .store import LeaseLost, StoreUnavailable
 
 __all__ = ["fail_job"]
 

@@ -6,7 +6,7 @@ live job is owned by one node through a *lease*: ``jobs.owner`` and
 ``jobs.epoch``. The epoch is a fencing token (Martin Kleppmann, "How to do
 distributed locking", 2016): acquiring a lease increments it, the owner
 writes the job only with the epoch it acquired, and the store refuses a
-write whose epoch is stale (:class:`alallo._store.LeaseLost`). A lease lives
+write whose epoch is stale (:class:`alallo.store.LeaseLost`). A lease lives
 as long as its owner's heartbeat: renewing every lease of a process is one
 statement per heartbeat, however many jobs it runs.
 
@@ -33,9 +33,9 @@ import sqlalchemy as sa
 import structlog
 import trio
 
-from ._store import Store
-from ._store_schema import LIVE_STATUSES, jobs, nodes
+from .store import LIVE_STATUSES, Store, schema
 
+jobs, nodes = schema.jobs, schema.nodes  # the store's tables this module's SQL reads and writes
 __all__ = ["ADOPTED_CAUSE", "Claim", "Cluster"]
 
 ADOPTED_CAUSE = "the process that ran it stopped"

@@ -22,7 +22,7 @@ import structlog
 import trio
 
 from ._shared_storage import open_location
-from ._store import FileRow
+from .store import FileRow
 
 __all__ = ["FileDamaged", "FileStorage"]
 

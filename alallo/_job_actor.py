@@ -8,7 +8,7 @@ backlog of progress lines.
 
 Across processes the actor writes with its node's lease epoch (a fencing
 token, :mod:`alallo._cluster`): when the store refuses a write
-(:class:`~alallo._store.LeaseLost`), another process has adopted the job, so
+(:class:`~alallo.store.LeaseLost`), another process has adopted the job, so
 the actor stops its trainer and stops without touching the job again.
 """
 
@@ -39,10 +39,10 @@ from ._launch import (
 from ._money import format_money
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
 from ._status import EventType, JobStatus
-from ._store import LeaseLost
 from .capacity import Acquire, Grant, Release
 from .executors import TrainerProcess, hand_over
 from .jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
+from .store import LeaseLost
 from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:

@@ -22,13 +22,13 @@ from ._checkpoint_storage import CheckpointStorage
 from ._cluster import Cluster
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
-from ._store import Store
 from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
 from .capacity import Catalogue, PlanOptions, SchedulerMessage
 from .executors import TrainerUser
 from .jobs import Job
 from .settings import Settings
+from .store import Store
 
 __all__ = ["JobContext", "RuntimeJobContext"]
 
@@ -37,7 +37,7 @@ class JobContext(Protocol):
     """What a job's actor may ask of the runtime (each member names the runtime part behind it).
 
     The attributes are read only; the store reads may raise
-    :class:`~alallo._store.StoreUnavailable`.
+    :class:`~alallo.store.StoreUnavailable`.
     """
 
     @property

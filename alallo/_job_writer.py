@@ -16,8 +16,8 @@ import structlog
 from ._bus import EventBus, Item
 from ._cluster import Cluster
 from ._job_cache import LiveJobs
-from ._store import LeaseLost, Store
 from .jobs import Event, Job, LogLine
+from .store import LeaseLost, Store
 
 if TYPE_CHECKING:
     from .jobs import LedgerEntry

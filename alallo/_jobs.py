@@ -20,9 +20,8 @@ from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
 from ._starter import Starter
 from ._status import JobStatus
-from ._store import Store
-from ._tolerant import read_item
 from .jobs import Event, Job, LogLine, lifecycle
+from .store import Store, read_item
 
 __all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
 

@@ -1,7 +1,7 @@
 """Changes made by other processes, heard through PostgreSQL LISTEN/NOTIFY.
 
 Every job write on PostgreSQL sends ``pg_notify('alallo', ...)`` in its own
-transaction (:meth:`alallo._store.Store.save_job`), so the notice is
+transaction (:meth:`alallo.store.Store.save_job`), so the notice is
 delivered when, and only if, the change commits. Each process LISTENs on a
 connection of its own and, for a notice from another process, wakes the
 local subscribers of that job and of its account (:meth:`EventBus.nudge`):
@@ -26,7 +26,7 @@ import structlog
 import trio
 
 from ._bus import EventBus
-from ._store_schema import NOTIFY_CHANNEL
+from .store import NOTIFY_CHANNEL
 
 __all__ = ["RECONNECT_S", "listen"]
 

@@ -13,7 +13,6 @@ from actors import ActorRef
 
 from ._errors import InvalidRequest
 from ._status import Message
-from ._store import Store
 from ._training_files import TrainingFiles
 from .capacity import (
     Catalogue,
@@ -28,6 +27,7 @@ from .capacity import (
 )
 from .jobs import Job, JobSpec, Plan, estimate_price, estimate_time
 from .settings import Settings
+from .store import Store
 
 __all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "SCHEDULER_ASK_S", "Planning"]
 

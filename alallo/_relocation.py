@@ -13,13 +13,12 @@ import trio
 from actors import ActorRef, ActorStopped
 
 from ._bus import EventBus
-from ._checkpoints import JobCheckpoints
 from ._cluster import ADOPTED_CAUSE, Claim, Cluster
 from ._job_actor import CancelJob, JobMessage
 from ._notify import listen
 from ._starter import Starter
-from ._store import Store, StoreUnavailable
 from ._training_files import TrainingFiles
+from .store import JobCheckpoints, Store, StoreUnavailable
 
 __all__ = ["Relocation"]
 

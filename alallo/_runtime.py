@@ -42,7 +42,6 @@ from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
 from ._checkpoint_storage import CheckpointStorage
-from ._checkpoints import JobCheckpoints
 from ._cluster import Cluster
 from ._errors import NotFound, SettingError
 from ._file_storage import FileStorage
@@ -56,7 +55,6 @@ from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
 from ._relocation import Relocation
 from ._shared_storage import check_writable
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
-from ._store import FileRow, Store, StoreUnavailable
 from ._streams import Streams
 from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
@@ -81,6 +79,7 @@ from .jobs import (
     lifecycle,
 )
 from .settings import Settings
+from .store import FileRow, JobCheckpoints, Store, StoreUnavailable
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 

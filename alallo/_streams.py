@@ -10,9 +10,8 @@ from typing import Any
 
 from ._bus import EventBus, Item, Lagged
 from ._status import JobStatus
-from ._store import Store
-from ._tolerant import read_item
 from .jobs import Event, Job, LogLine
+from .store import Store, read_item
 
 __all__ = ["FEED_PAGE", "Streams"]
 

@@ -14,9 +14,9 @@ import trio
 
 from ._errors import Conflict, InvalidRequest, NotFound
 from ._file_storage import FileStorage
-from ._store import FileRow, Store
 from .jobs import check_jsonl
 from .settings import Settings
+from .store import FileRow, Store
 
 __all__ = ["TrainingFiles"]
 

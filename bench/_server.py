@@ -217,7 +217,7 @@ def _experiments(names: str) -> None:
     """
     for name in filter(None, names.split(",")):
         if name == "inline-reads":
-            from alallo._store import Store
+            from alallo.store._store import Store
 
             async def inline(self: Any, fn: Any) -> Any:
                 if self._engine.dialect.name != "sqlite":

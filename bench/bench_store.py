@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from alallo import Event, Job, Runtime, Settings  # noqa: E402
-from alallo._store import Store  # noqa: E402
+from alallo.store._store import Store  # noqa: E402
 
 SAMPLE = REPO / "examples" / "sample.jsonl"
 WRITERS = (1, 16)

@@ -3,7 +3,7 @@
 The cookie :data:`SESSION_COOKIE` holds ``<session id>.<timestamp>.<signature>``
 (itsdangerous's ``TimestampSigner``, HMAC-SHA256): a random session id, never
 the key nor its hash. The store keeps the session (its id as a SHA-256 hash,
-the key's hash, when it ends: :mod:`alallo._store_sessions`), so a session
+the key's hash, when it ends: :mod:`alallo.store._sessions`), so a session
 
 - lasts ``Settings.session_max_age_s`` (12 h by default) from sign-in;
 - ends at once on every server when it is signed out (:meth:`Sessions.end`,

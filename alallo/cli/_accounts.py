@@ -36,7 +36,7 @@ from alallo._keys import KEY_ID_LENGTH, KEY_PREFIX, hash_key, key_id, new_key
 from alallo.cli._common import JsonOption, console, fail, money, print_json, timestamp
 
 if TYPE_CHECKING:
-    from alallo._store import Store
+    from alallo.store import Store
 
 __all__ = ["accounts_app", "keys_app"]
 
@@ -76,7 +76,7 @@ def open_store(data_dir: Path | None, database_url: str | None) -> Iterator[Stor
     a mistyped ``--data-dir`` must not create an account nobody serves.
     """
     from alallo import Settings
-    from alallo._store import Store, StoreUnavailable
+    from alallo.store import Store, StoreUnavailable
 
     given: dict[str, Any] = {"data_dir": data_dir, "database_url": database_url}
     settings = Settings(**{k: v for k, v in given.items() if v is not None})

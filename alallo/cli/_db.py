@@ -38,8 +38,7 @@ def upgrade(database_url: DatabaseUrlOption = None, data_dir: DataDirOption = No
     import sqlalchemy as sa
 
     from alallo import Settings
-    from alallo._migrations import head_revision
-    from alallo._store import Store, StoreUnavailable
+    from alallo.store import Store, StoreUnavailable, head_revision
 
     given: dict[str, Any] = {"database_url": database_url, "data_dir": data_dir}
     settings = Settings(**{k: v for k, v in given.items() if v is not None})

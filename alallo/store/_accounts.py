@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ._errors import NotFound
-from ._store_schema import accounts, api_keys
+from .._errors import NotFound
+from ._schema import accounts, api_keys
 
 __all__ = ["AccountRows", "insert_new"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ..jobs import Job
 from ._store import Store
-from .jobs import Job
 
 __all__ = ["JobCheckpoints"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 
-from ._store_schema import LIVE_STATUSES, files, jobs
+from ._schema import LIVE_STATUSES, files, jobs
 
 __all__ = ["FileRow", "FileRows"]
 

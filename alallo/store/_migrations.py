@@ -1,4 +1,4 @@
-"""Running the store's schema history: the Alembic migrations in ``alallo/migrations/``.
+"""Running the store's schema history: the Alembic migrations in ``alallo/store/migrations/``.
 
 :func:`upgrade` brings a database to the newest schema (``head``); the store
 calls it when it opens, and ``alallo db upgrade`` calls it for an operator
@@ -38,7 +38,7 @@ _ALEMBIC = threading.Lock()
 def config(connection: sa.Connection | None = None) -> Config:
     """Alembic's configuration for these migrations, bound to an open connection."""
     cfg = Config()
-    cfg.set_main_option("script_location", "alallo:migrations")
+    cfg.set_main_option("script_location", "alallo.store:migrations")
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg

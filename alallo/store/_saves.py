@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ._errors import LeaseLost
-from ._store_schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
-from .jobs import Event, Job, LedgerEntry, LogLine
+from .._errors import LeaseLost
+from ..jobs import Event, Job, LedgerEntry, LogLine
+from ._schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
 
 __all__ = ["Save", "balance_of", "save_many"]
 

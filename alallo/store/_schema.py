@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ._status import JobStatus
+from .._status import JobStatus
 
 __all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "accounts", "api_keys", "files", "job_feed",
            "job_items", "jobs", "ledger", "metadata", "nodes", "server_secrets", "sessions"]

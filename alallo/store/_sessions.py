@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 
-from ._store_accounts import insert_new
-from ._store_schema import api_keys, server_secrets, sessions
+from ._accounts import insert_new
+from ._schema import api_keys, server_secrets, sessions
 
 __all__ = ["SessionRows"]
 

@@ -23,15 +23,15 @@ import sqlalchemy as sa
 import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ._errors import LeaseLost, StoreUnavailable
+from .._errors import LeaseLost, StoreUnavailable
+from ..jobs import Event, Job, LedgerEntry, LogLine
+from ._accounts import AccountRows
+from ._files import FileRow, FileRows
 from ._group_commit import GroupCommit
-from ._store_accounts import AccountRows
-from ._store_files import FileRow, FileRows
-from ._store_saves import Save, balance_of, save_many
-from ._store_schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
-from ._store_sessions import SessionRows
+from ._saves import Save, balance_of, save_many
+from ._schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
+from ._sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
-from .jobs import Event, Job, LedgerEntry, LogLine
 
 __all__ = ["FileRow", "LeaseLost", "Store", "StoreUnavailable"]
 
@@ -103,7 +103,7 @@ class Store(AccountRows, FileRows, SessionRows):
     def open(self) -> str:
         """Bring the schema to the newest revision (sync: runs once at start-up).
 
-        Runs the Alembic migrations of :mod:`alallo._migrations` (an empty
+        Runs the Alembic migrations of :mod:`alallo.store._migrations` (an empty
         database gets the whole schema); PostgreSQL servers starting together
         migrate once, under an advisory lock.
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from .jobs import Job
+from ..jobs import Job
 
 __all__ = ["UnreadableRow", "read_item", "read_job"]
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from alallo import Runtime, Settings
 from alallo._file_storage import FileDamaged, FileStorage
 from alallo._shared_storage import open_location
-from alallo._store import FileRow
+from alallo.store._store import FileRow
 
 DATA = b'{"text": "hello"}\n{"text": "world"}\n'
 

@@ -91,8 +91,8 @@ async def test_a_crashed_job_actor_restarts_from_its_durable_checkpoint(tmp_path
     """The jobs' supervisor keeps job actors' checkpoints in the store (JobCheckpoints):
     when the actor crashes (here: the database fails once), the supervisor restarts it from
     the committed job, and training continues from the trainer's checkpoint."""
-    from alallo._checkpoints import JobCheckpoints
-    from alallo._store import StoreUnavailable
+    from alallo.store._checkpoints import JobCheckpoints
+    from alallo.store._store import StoreUnavailable
 
     async with Runtime(Settings(data_dir=tmp_path)) as rt:
         account = await rt.authenticate(rt.api_key)

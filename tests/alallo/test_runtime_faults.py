@@ -16,7 +16,7 @@ import trio
 
 from alallo import EventType, JobStatus, Runtime, Settings
 from alallo._cluster import Claim
-from alallo._store import StoreUnavailable
+from alallo.store._store import StoreUnavailable
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 

@@ -16,9 +16,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from alallo import Event, Job, JobStatus, Runtime, Settings
-from alallo._store import LeaseLost, Store, StoreUnavailable
-from alallo._store_schema import metadata
-from alallo._migrations import INITIAL_REVISION, config, head_revision
+from alallo.store._store import LeaseLost, Store, StoreUnavailable
+from alallo.store._schema import metadata
+from alallo.store._migrations import INITIAL_REVISION, config, head_revision
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
@@ -370,7 +370,7 @@ async def test_creating_an_account_that_another_server_is_creating_changes_nothi
     # Two servers starting at once on a fresh database both create the local account:
     # the second insert must wait for the first and then change nothing, not fail
     # (it failed with UniqueViolation on accounts_pkey on PostgreSQL).
-    from alallo._store_schema import accounts
+    from alallo.store._schema import accounts
 
     store = Store(database_url)
     store.open()

@@ -1,4 +1,4 @@
-"""Stored rows that no longer validate are repaired where they are read (``alallo._tolerant``)."""
+"""Stored rows that no longer validate are repaired where they are read (``alallo.store._tolerant``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from alallo.jobs._job import Progress
 from alallo.jobs._plan import Plan
 from alallo.jobs._spec import JobSpec
 from alallo._status import EventType
-from alallo._tolerant import UnreadableRow, read_item, read_job
+from alallo.store._tolerant import UnreadableRow, read_item, read_job
 from alallo.jobs._timetext import TimeRange
 
 

@@ -17,8 +17,8 @@ import trio
 from alallo import Runtime, Settings
 from alallo._cluster import Cluster
 from alallo.jobs._job import Event, Job
-from alallo._store import LeaseLost, Store
-from alallo._store_schema import jobs, nodes
+from alallo.store._store import LeaseLost, Store
+from alallo.store._schema import jobs, nodes
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 

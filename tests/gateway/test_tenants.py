@@ -378,7 +378,7 @@ def test_operator_commands_refuse_what_they_cannot_do(tenants: Tenants,
 
 def test_revoke_by_prefix_is_literal_and_refuses_an_ambiguous_one(tmp_path: Path) -> None:
     from alallo import Settings
-    from alallo._store import Store
+    from alallo.store._store import Store
 
     settings = Settings(data_dir=tmp_path)
     store = Store(settings.resolved_database_url)

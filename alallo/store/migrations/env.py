@@ -1,4 +1,4 @@
-"""Alembic's environment for the store's schema (see :mod:`alallo._migrations`).
+"""Alembic's environment for the store's schema (see :mod:`alallo.store._migrations`).
 
 The store hands over its open connection (``config.attributes["connection"]``)
 so that a migration runs with the engine's own settings (SQLite's pragmas);
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from alallo._migrations import MIGRATION_LOCK_KEY
-from alallo._store_schema import metadata
+from alallo.store._migrations import MIGRATION_LOCK_KEY
+from alallo.store._schema import metadata
 
 config = context.config
 
