@@ -7,7 +7,7 @@ only then published. Cancel travels on the control lane, so it overtakes a
 backlog of progress lines.
 
 Across processes the actor writes with its node's lease epoch (a fencing
-token, :mod:`alallo._cluster`): when the store refuses a write
+token, :mod:`alallo.cluster._cluster`): when the store refuses a write
 (:class:`~alallo.store.LeaseLost`), another process has adopted the job, so
 the actor stops its trainer and stops without touching the job again.
 """

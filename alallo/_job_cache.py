@@ -1,7 +1,7 @@
 """The jobs whose current state this process holds: answered without the store.
 
 ``GET /v1/fine_tuning/jobs/{id}`` read the store on every request. A job
-whose lease this process holds (:meth:`alallo._cluster.Cluster.owns`) is
+whose lease this process holds (:meth:`alallo.cluster._cluster.Cluster.owns`) is
 written only by its actor here (fencing tokens keep every other process
 out), and the actor publishes every state it persisted on the bus. So the
 last state read from the store stays current until the bus says the job

@@ -18,13 +18,12 @@ from typing import Any, Protocol
 from actors import ActorRef
 
 from ._bus import EventBus
-from ._checkpoint_storage import CheckpointStorage
-from ._cluster import Cluster
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
 from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
 from .capacity import Catalogue, PlanOptions, SchedulerMessage
+from .cluster import CheckpointStorage, Cluster
 from .executors import TrainerUser
 from .jobs import Job
 from .settings import Settings
@@ -58,7 +57,7 @@ class JobContext(Protocol):
 
     @property
     def checkpoint_storage(self) -> CheckpointStorage:
-        """The shared checkpoint location, if any (:mod:`alallo._checkpoint_storage`)."""
+        """The shared checkpoint location, if any (:mod:`alallo.cluster._checkpoint_storage`)."""
 
     @property
     def scheduler(self) -> ActorRef[SchedulerMessage] | None:

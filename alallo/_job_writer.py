@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ._bus import EventBus, Item
-from ._cluster import Cluster
 from ._job_cache import LiveJobs
+from .cluster import Cluster
 from .jobs import Event, Job, LogLine
 from .store import LeaseLost, Store
 

@@ -14,12 +14,12 @@ import trio
 from actors import ActorRef, ActorStopped
 
 from ._bus import EventBus, Lagged
-from ._cluster import Cluster
 from ._errors import NotFound
 from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
 from ._starter import Starter
 from ._status import JobStatus
+from .cluster import Cluster
 from .jobs import Event, Job, LogLine, lifecycle
 from .store import Store, read_item
 

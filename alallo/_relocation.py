@@ -1,5 +1,5 @@
 """Jobs that change process: those whose leases lapsed (recovered at start, adopted from a
-stopped process, :mod:`alallo._cluster`), and cancel requests that reach a job's owner
+stopped process, :mod:`alallo.cluster._cluster`), and cancel requests that reach a job's owner
 through the store (on PostgreSQL, a NOTIFY: :mod:`alallo._notify`)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import trio
 from actors import ActorRef, ActorStopped
 
 from ._bus import EventBus
-from ._cluster import ADOPTED_CAUSE, Claim, Cluster
 from ._job_actor import CancelJob, JobMessage
 from ._notify import listen
 from ._starter import Starter
 from ._training_files import TrainingFiles
+from .cluster import ADOPTED_CAUSE, Claim, Cluster
 from .store import JobCheckpoints, Store, StoreUnavailable
 
 __all__ = ["Relocation"]

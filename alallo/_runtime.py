@@ -41,10 +41,7 @@ from actors import (
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._checkpoint_storage import CheckpointStorage
-from ._cluster import Cluster
 from ._errors import NotFound, SettingError
-from ._file_storage import FileStorage
 from ._job_actor import JobActor, JobMessage, RescheduleJob
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -53,7 +50,6 @@ from ._key_cache import KeyCache
 from ._operator import notify_platform_failure
 from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
 from ._relocation import Relocation
-from ._shared_storage import check_writable
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._streams import Streams
 from ._trainer_registry import TrainerInfo, TrainerRegistry
@@ -67,6 +63,7 @@ from .capacity import (
     Scheduler,
     SchedulerMessage,
 )
+from .cluster import CheckpointStorage, Cluster, FileStorage, check_writable
 from .executors import trainer_user
 from .jobs import (
     Event,
@@ -103,7 +100,7 @@ class Runtime:
     Use as ``async with Runtime(settings) as rt``; leaving the block stops
     every job actor and its trainer (jobs that were running continue from
     their checkpoints when a runtime opens on the same data again, or at
-    once in another process on the same database: :mod:`alallo._cluster`).
+    once in another process on the same database: :mod:`alallo.cluster._cluster`).
     """
 
     def __init__(self, settings: Settings | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from ._errors import Conflict, InvalidRequest, NotFound
-from ._file_storage import FileStorage
+from .cluster import FileStorage
 from .jobs import check_jsonl
 from .settings import Settings
 from .store import FileRow, Store
@@ -27,7 +27,7 @@ class TrainingFiles:
     Args:
         settings: ``max_upload_bytes``.
         store: the ``files`` rows.
-        storage: where the bytes live (:mod:`alallo._file_storage`).
+        storage: where the bytes live (:mod:`alallo.cluster._file_storage`).
     """
 
     def __init__(self, settings: Settings, store: Store, storage: FileStorage) -> None:

@@ -5,7 +5,7 @@ A trainer writes its checkpoints into the job's work dir
 share ``data_dir`` (a shared path: NFS, a shared volume) need nothing more.
 Processes that do not share a path set ``storage_url`` (or its older name
 ``checkpoint_url``) to an fsspec URL (``s3://bucket/alallo``, ``gs://...``,
-``file:///mnt/alallo``; :mod:`alallo._shared_storage`): the job actor
+``file:///mnt/alallo``; :mod:`alallo.cluster._shared_storage`): the job actor
 copies each checkpoint there *before* it records it in the store (so a
 recorded checkpoint is always one any process can fetch), and a process
 that resumes a job whose checkpoint it does not have fetches it first.

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 import structlog
 import trio
 
-from .store import LIVE_STATUSES, Store, schema
+from ..store import LIVE_STATUSES, Store, schema
 
 jobs, nodes = schema.jobs, schema.nodes  # the store's tables this module's SQL reads and writes
 __all__ = ["ADOPTED_CAUSE", "Claim", "Cluster"]

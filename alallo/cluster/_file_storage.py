@@ -3,7 +3,7 @@
 The process that receives an upload writes it to its own data dir
 (``<data_dir>/files/<id>.jsonl``). Processes that share ``data_dir`` need
 nothing more. Processes that do not set ``storage_url``
-(:mod:`alallo._shared_storage`): the upload is also copied to
+(:mod:`alallo.cluster._shared_storage`): the upload is also copied to
 ``<storage_url>/files/<id>.jsonl`` *before* it is recorded in the store and
 answered (a file a user was told about is one every process can fetch), and a
 process that needs the bytes (a job starting or resuming, ``GET
@@ -21,8 +21,8 @@ from pathlib import Path
 import structlog
 import trio
 
+from ..store import FileRow
 from ._shared_storage import open_location
-from .store import FileRow
 
 __all__ = ["FileDamaged", "FileStorage"]
 

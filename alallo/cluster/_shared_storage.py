@@ -4,7 +4,7 @@ Processes that share ``data_dir`` (a shared path: NFS, a shared volume) need
 none. Processes that do not (separate machines, each with its own data dir)
 set ``storage_url`` (``s3://bucket/alallo``, ``gs://...``, ``file:///mnt/alallo``)
 and keep there what another process may need: uploaded training files
-(:mod:`alallo._file_storage`) and checkpoints (:mod:`alallo._checkpoint_storage`).
+(:mod:`alallo.cluster._file_storage`) and checkpoints (:mod:`alallo.cluster._checkpoint_storage`).
 
 Layout under the URL::
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import fsspec  # type: ignore[import-untyped]
 
-from ._errors import SettingError
+from .._errors import SettingError
 
 __all__ = ["check_writable", "open_location"]
 

@@ -9,7 +9,7 @@ trainer's own checkpoint (the ``checkpoint`` field) is where training
 resumes.
 
 With several processes a snapshot is written with the lease epoch of the
-job (a fencing token, :mod:`alallo._cluster`): a process that lost the
+job (a fencing token, :mod:`alallo.cluster._cluster`): a process that lost the
 job's lease cannot overwrite it.
 """
 

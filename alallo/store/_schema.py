@@ -76,14 +76,14 @@ jobs = sa.Table(
     # The order of creation (``created_at`` has whole seconds, ids are random):
     # an identity on PostgreSQL, the next after the largest on SQLite.
     sa.Column("number", sa.BigInteger, sa.Identity(), nullable=False, index=True, unique=True),
-    # The job's lease (alallo._cluster): the node that runs its actor, and the
+    # The job's lease (alallo.cluster._cluster): the node that runs its actor, and the
     # fencing token that node writes with; a cancel asked through another node.
     sa.Column("owner", sa.String(64), nullable=True, index=True),
     sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 nodes = sa.Table(
-    # One row per alallo process (alallo._cluster): times are the database's clock, in s.
+    # One row per alallo process (alallo.cluster._cluster): times are the database's clock, in s.
     "nodes", metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("host", sa.String(255), nullable=False),

@@ -83,7 +83,7 @@ class Store(AccountRows, FileRows, SessionRows):
 
     @property
     def engine(self) -> sa.Engine:
-        """The SQLAlchemy engine (for :mod:`alallo._cluster` and :mod:`alallo._notify`)."""
+        """The SQLAlchemy engine (for :mod:`alallo.cluster._cluster` and :mod:`alallo._notify`)."""
         return self._engine
 
     async def transaction(self, fn: Callable[[sa.Connection], T], *,

@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from alallo import Runtime, Settings
-from alallo._file_storage import FileDamaged, FileStorage
-from alallo._shared_storage import open_location
+from alallo.cluster._file_storage import FileDamaged, FileStorage
+from alallo.cluster._shared_storage import open_location
 from alallo.store._store import FileRow
 
 DATA = b'{"text": "hello"}\n{"text": "world"}\n'

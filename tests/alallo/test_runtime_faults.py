@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from alallo import EventType, JobStatus, Runtime, Settings
-from alallo._cluster import Claim
+from alallo.cluster._cluster import Claim
 from alallo.store._store import StoreUnavailable
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"

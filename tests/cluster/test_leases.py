@@ -15,7 +15,7 @@ import sqlalchemy as sa
 import trio
 
 from alallo import Runtime, Settings
-from alallo._cluster import Cluster
+from alallo.cluster._cluster import Cluster
 from alallo.jobs._job import Event, Job
 from alallo.store._store import LeaseLost, Store
 from alallo.store._schema import jobs, nodes

@@ -1,0 +1,5 @@
+"""``python -m alallo`` is the ``alallo`` command."""
+
+from alallo.cli import main
+
+main()

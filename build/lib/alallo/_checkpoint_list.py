@@ -1,0 +1,165 @@
+"""A job's saved checkpoints, newest first (``GET /v1/fine_tuning/jobs/{id}/checkpoints``).
+
+The source is the job's ``CHECKPOINT_SAVE`` events: the state machine
+writes one for every checkpoint the trainer reports (``_lifecycle``), with
+the step. The rest is read from what the runtime already keeps:
+
+- where a checkpoint is: the job's latest checkpoint has its exact path; the
+  trainer protocol names every checkpoint ``checkpoint-<step>`` under one
+  ``checkpoint_dir`` (docs/trainer-protocol.md), so an older one is that name
+  next to it. The built-in trainers keep the newest two only, so an older
+  path may be gone from disk: the list says where it was saved.
+- its metrics: the training loss known at that step, the one of the last
+  ``Step <n>/<max>: loss <x>`` log line (the protocol's line for every
+  reported loss) with ``n`` at or before the step; if the log has none, the
+  job's latest loss when the job stands at that very step; else null.
+
+The shape is OpenAI's ``fine_tuning.job.checkpoint`` list, so the ``openai``
+package's ``client.fine_tuning.jobs.checkpoints.list(job_id)`` reads it.
+Built from the runtime's public reads (``get_job``, ``list_events``,
+``read_log``) and kept out of ``_runtime`` itself: a read-only view.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ._errors import InvalidRequest
+from ._status import EventType
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+    from .jobs import Job
+
+__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "checkpoint_id", "list_checkpoints"]
+
+CHECKPOINT_ID_PREFIX = "ftckpt-"
+_PAGE = 1000
+"""Events or log lines read per request to the runtime."""
+_LOSS_LINE = re.compile(r"Step (\d+)/\d+: loss (\S+)")
+
+
+def checkpoint_id(job_id: str, step: int) -> str:
+    """The stable id of a job's checkpoint at ``step``: ``ftckpt-<job's hex>-<step>``."""
+    return f"{CHECKPOINT_ID_PREFIX}{job_id.removeprefix('ft-')}-{step}"
+
+
+class JobCheckpoint(BaseModel):
+    """One checkpoint a job's trainer saved."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    """The job (``ft-…``)."""
+    step: int
+    """The optimizer step it was saved at."""
+    created_at: int
+    """Unix seconds when alallo heard of it."""
+    path: str | None
+    """The directory it was saved in (None only if the job never said where)."""
+    train_loss: float | None
+    """The training loss known at that step, or None."""
+
+    @property
+    def id(self) -> str:
+        """``ftckpt-…``, stable for the job and step (:func:`checkpoint_id`)."""
+        return checkpoint_id(self.job_id, self.step)
+
+    def public(self) -> dict[str, Any]:
+        """The ``fine_tuning.job.checkpoint`` object of the HTTP API (OpenAI's shape)."""
+        return {
+            "id": self.id,
+            "object": "fine_tuning.job.checkpoint",
+            "created_at": self.created_at,
+            "fine_tuned_model_checkpoint": self.path,
+            "fine_tuning_job_id": self.job_id,
+            "step_number": self.step,
+            "metrics": {"step": self.step, "train_loss": self.train_loss},
+        }
+
+
+async def list_checkpoints(runtime: Runtime, account_id: str, job_id: str, *,
+                           after: str | None = None, limit: int = 10,
+                           ) -> tuple[list[JobCheckpoint], bool]:
+    """A page of a job's checkpoints, newest (highest step) first; and whether more follow.
+
+    Args:
+        after: The id of the last checkpoint of the previous page
+            (``ftckpt-…`` of this job); the page starts after it.
+        limit: Checkpoints per page (the caller bounds it).
+
+    Raises:
+        NotFound: no such job in the account (404).
+        InvalidRequest: ``after`` is not a checkpoint id of this job (422, ``param="after"``).
+    """
+    job = await runtime.get_job(account_id, job_id)
+    before_step = _step_of(job_id, after) if after else None
+    saved = await _saved_steps(runtime, account_id, job_id)
+    steps = sorted((s for s in saved if before_step is None or s < before_step), reverse=True)
+    page, more = steps[:limit], len(steps) > limit
+    losses = await _losses(runtime, account_id, job, up_to=max(page)) if page else {}
+    return [JobCheckpoint(job_id=job_id, step=s, created_at=saved[s], path=_path(job, s),
+                          train_loss=_loss_at(job, losses, s)) for s in page], more
+
+
+def _step_of(job_id: str, after: str) -> int:
+    prefix = checkpoint_id(job_id, 0)[:-1]
+    step = after.removeprefix(prefix)
+    if not after.startswith(prefix) or not step.isdigit():
+        raise InvalidRequest(f"after must be a checkpoint id of {job_id} ({prefix}<step>), "
+                             f"got {after!r}", param="after")
+    return int(step)
+
+
+async def _saved_steps(runtime: Runtime, account_id: str, job_id: str) -> dict[int, int]:
+    """``{step: created_at}`` of every ``CHECKPOINT_SAVE`` (a step saved again: the latest)."""
+    saved: dict[int, int] = {}
+    seq, more = 0, True
+    while more:
+        events, more = await runtime.list_events(account_id, job_id, after=seq, limit=_PAGE)
+        for event in events:
+            if event.type is EventType.CHECKPOINT_SAVE and event.step is not None:
+                saved[event.step] = event.created_at
+        seq = events[-1].seq if events else seq
+        more = more and bool(events)
+    return saved
+
+
+async def _losses(runtime: Runtime, account_id: str, job: Job, *, up_to: int) -> dict[int, float]:
+    """``{step: loss}`` from the log lines of every attempt, steps up to ``up_to`` only."""
+    losses: dict[int, float] = {}
+    for attempt in range(1, job.attempt + 1):
+        seq, more = 0, True
+        while more:
+            lines, more = await runtime.read_log(account_id, job.id, after=seq, limit=_PAGE,
+                                                 attempt=attempt)
+            for line in lines:
+                found = _LOSS_LINE.fullmatch(line.text.strip())
+                if found and int(found[1]) <= up_to:
+                    try:
+                        losses[int(found[1])] = float(found[2])
+                    except ValueError:
+                        continue  # not a number: a trainer's own line that looks alike
+            seq = lines[-1].n if lines else seq
+            more = more and bool(lines)
+    return losses
+
+
+def _loss_at(job: Job, losses: dict[int, float], step: int) -> float | None:
+    known = [s for s in losses if s <= step]
+    if known:
+        return losses[max(known)]
+    return job.progress.loss if job.progress.step == step else None
+
+
+def _path(job: Job, step: int) -> str | None:
+    latest = job.checkpoint
+    if latest is None:
+        return None
+    if latest.step == step:
+        return latest.path
+    return str(PurePath(latest.path).parent / f"checkpoint-{step}")

@@ -1,0 +1,439 @@
+"""The job actor: the one writer of one job (DESIGN.md, rule 3).
+
+It owns the job's trainer process. Everything that happens to the job comes
+in through its mailbox (the trainer's lines, its exit, a cancel from a user,
+a limit reached), goes through the pure state machine, is persisted, and
+only then published. Cancel travels on the control lane, so it overtakes a
+backlog of progress lines.
+
+Across processes the actor writes with its node's lease epoch (a fencing
+token, :mod:`alallo._cluster`): when the store refuses a write
+(:class:`~alallo.store.LeaseLost`), another process has adopted the job, so
+the actor stops its trainer and stops without touching the job again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import structlog
+import trio
+
+from actors import Actor, ActorError
+
+from ._errors import InvalidRequest
+from ._job_context import JobContext
+from ._launch import (
+    command_refusal,
+    model_refusal,
+    trainer_command,
+    trainer_config,
+    trainer_env,
+    users_own_command,
+)
+from ._money import format_money
+from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
+from ._status import EventType, JobStatus
+from .capacity import Acquire, Grant, Release
+from .executors import TrainerProcess, hand_over
+from .jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
+from .store import LeaseLost
+from .trainers import Checkpoint, Error, Log, parse_line
+
+if TYPE_CHECKING:
+    from .jobs import LedgerEntry
+
+__all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
+
+log = structlog.get_logger("alallo.job")
+
+
+@dataclass(frozen=True)
+class CancelJob:
+    """Stop the job for the user; the reply is the job after the request."""
+
+
+@dataclass(frozen=True)
+class RescheduleJob:
+    """Move the job to other capacity (its node drains or was lost); it continues
+    from its latest checkpoint."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    position: int
+
+
+@dataclass(frozen=True)
+class _NotAvailable:
+    lower_precision_fits: bool
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class _RunStarting:
+    config_hash: str
+    resume_step: int | None
+    cause: str | None
+    grant: Grant
+
+
+@dataclass(frozen=True)
+class _CannotAfford:
+    detail: str
+
+
+@dataclass(frozen=True)
+class _TrainerLine:
+    text: str
+
+
+@dataclass(frozen=True)
+class _TrainerEnded:
+    returncode: int | None
+
+
+@dataclass(frozen=True)
+class _LimitReached:
+    limit: Literal["budget", "time_limit"]
+
+
+JobMessage = (CancelJob | RescheduleJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
+              | _TrainerLine | _TrainerEnded | _LimitReached)
+
+
+class JobActor(Actor[JobMessage]):
+    """Runs one job from its current state to a final one.
+
+    On start it loads the job from the store and picks up where it stands:
+    a queued job waits for a slot of the local node and starts its trainer;
+    a job that was running when the server stopped starts again from its
+    latest checkpoint (event JOB_RESTARTED); a cancelling job ends cancelled.
+    """
+
+    control_messages: ClassVar[tuple[type, ...]] = (CancelJob, RescheduleJob)
+
+    def __init__(self, context: JobContext, job_id: str, cause: str | None = None) -> None:
+        super().__init__()
+        self._ctx = context
+        self._job_id = job_id
+        self._cause = cause
+        """Why a running job starts again here (None: the server restarted)."""
+        self._fenced = False
+        self._job: Job | None = None
+        self._run_scope: trio.CancelScope | None = None
+        self._writer = context.writer()
+        self._running = False
+        """A run task exists (waiting for capacity, starting, or running the trainer)."""
+
+    @property
+    def job(self) -> Job:
+        """The job as this actor last persisted it."""
+        if self._job is None:
+            raise RuntimeError("the job actor has not started")
+        return self._job
+
+    def snapshot(self) -> Job | None:
+        """The job as last committed (the supervisor's checkpoint of this actor)."""
+        return self._job
+
+    def restore(self, snapshot: object) -> None:
+        """Start from a checkpoint: the job's last committed state."""
+        if isinstance(snapshot, Job):
+            self._job = snapshot
+
+    async def on_start(self) -> None:
+        try:
+            await self._start()
+        except LeaseLost as exc:
+            self._lose_lease(exc)
+
+    async def _start(self) -> None:
+        job = self._job or await self._ctx.load(self._job_id)
+        if job is None:
+            raise LookupError(f"job {self._job_id} is not in the store")
+        self._job = job
+        self._writer.published_state_seq = job.state_seq
+        if job.status.is_final:
+            self.stop()
+        elif job.status is JobStatus.CANCELLING:
+            await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+        else:
+            running = job.status is not JobStatus.QUEUED or job.restart_cause is not None
+            again = (ACTOR_RESTARTED if self.incarnation > 1
+                     else self._cause or SERVER_RESTARTED)
+            cause = job.restart_cause or (again if running else None)
+            if self._ctx.take_cancel_request(job.id):
+                await self._apply(lifecycle.CancelRequested(now=time.time()))
+                if self._job is None or self.job.status.is_final or self._fenced:
+                    return
+            self._start_run(cause)
+
+    def _lose_lease(self, exc: LeaseLost) -> None:
+        """Another process took the job: stop the trainer, then this actor, writing nothing."""
+        log.warning("job.lease_lost", job_id=self._job_id, epoch=exc.epoch)
+        self._fenced = True
+        self._ctx.release(self._job_id)
+        if self._run_scope is not None:
+            self._run_scope.cancel()
+        self.stop()
+
+    def _start_run(self, cause: str | None) -> None:
+        self._running = True
+        self.nursery.start_soon(self._run, cause)
+
+    async def handle(self, message: JobMessage) -> Any:
+        if self._fenced:
+            return None
+        try:
+            return await self._handle(message)
+        except LeaseLost as exc:
+            self._lose_lease(exc)
+            return None
+
+    async def _handle(self, message: JobMessage) -> Any:
+        now = time.time()
+        match message:
+            case CancelJob():
+                await self._apply(lifecycle.CancelRequested(now=now))
+                return self.job
+            case RescheduleJob(reason=reason):
+                await self._apply(lifecycle.Rescheduled(now=now, reason=reason))
+            case _Waiting(position=position):
+                await self._apply(lifecycle.WaitingForCapacity(now=now, position=position))
+            case _NotAvailable(lower_precision_fits=lower, detail=detail):
+                await self._apply(lifecycle.NotAvailable(now=now, lower_precision_fits=lower,
+                                                         detail=detail))
+            case _CannotAfford(detail=detail):
+                await self._apply(lifecycle.AutoCancel(now=now, reason="balance", detail=detail))
+            case _RunStarting(config_hash=digest, resume_step=step, cause=cause, grant=grant):
+                await self._apply(lifecycle.Started(
+                    now=now, config_hash=digest, resume_step=step, cause=cause,
+                    plan=grant.plan, placement=grant.placement.public()))
+            case _TrainerLine(text=text):
+                await self._on_line(text, now)
+            case _TrainerEnded(returncode=code):
+                # The run counts as running until its end is handled here: lines it
+                # printed before it ended are still queued, and handling them must
+                # not start the next run (whose start this stale end would then fail).
+                self._running = False
+                await self._apply(lifecycle.TrainerExited(
+                    returncode=code, now=now, max_restarts=self._ctx.settings.max_restarts))
+            case _LimitReached(limit=limit):
+                await self._apply(lifecycle.LimitReached(now=now, limit=limit))
+        return None
+
+    async def _on_line(self, text: str, now: float) -> None:
+        message = parse_line(text)
+        if isinstance(message, Log):
+            if message.text.strip():
+                job, line = lifecycle.append_log(self.job, message.text, now=now)
+                await self._persist(job, (), (line,), ())
+        elif isinstance(message, Checkpoint) and self._ctx.checkpoint_storage.shared:
+            # Recorded only once any process can fetch it (storage_url).
+            try:
+                await self._ctx.checkpoint_storage.upload(self.job.id, Path(message.path))
+            except OSError as exc:
+                log.warning("job.checkpoint_not_shared", job_id=self.job.id,
+                            step=message.step, error=str(exc))
+                reason = exc.strerror or str(exc)
+                job, line = lifecycle.append_log(
+                    self.job, lifecycle.checkpoint_not_shared(message.step, reason), now=now)
+                told = lifecycle.apply(job, lifecycle.CheckpointNotShared(now, message.step,
+                                                                          reason))
+                await self._persist(told.job, told.events, (line,), ())  # one commit
+                return
+            await self._apply(lifecycle.TrainerReported(message=message, now=now))
+        else:
+            await self._apply(lifecycle.TrainerReported(message=message, now=now))
+
+    async def _apply(self, event: lifecycle.Input) -> None:
+        before = self.job
+        transition = lifecycle.apply(before, event)
+        if not transition.changed:
+            return
+        balance, billing_limit = await self._persist(
+            transition.job, transition.events, (), transition.ledger)
+        if isinstance(event, lifecycle.Started) and any(
+                e.type is EventType.JOB_RESTARTED for e in transition.events):
+            count_restart(event.cause)
+        charged = any(entry.kind == "charge" for entry in transition.ledger)
+        await self._react(before, transition.job, transition.events,
+                          balance + billing_limit if charged else None)
+
+    async def _react(self, before: Job, job: Job, events: tuple[Event, ...],
+                     headroom: float | None) -> None:
+        """Do what the new state asks for: stop the trainer, restart it, tell the operator."""
+        if job.status.is_final:
+            if self._run_scope is not None:
+                self._run_scope.cancel()
+            for event in events:
+                if event.type is EventType.JOB_ERROR:
+                    self._ctx.notify_operator(job.id, event.message)
+            self._ctx.release(job.id)
+            self.stop()
+            return
+        stopping = job.status is JobStatus.CANCELLING or job.stop_reason is not None
+        if stopping and self._running:
+            if self._run_scope is not None:
+                self._run_scope.cancel()
+        elif stopping:
+            # Nothing runs (queued, or between runs): the job ends now.
+            await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+        elif job.restart_cause is not None:
+            if not self._running:
+                self._start_run(job.restart_cause)
+            elif job.status is JobStatus.RE_SCHEDULING and self._run_scope is not None:
+                self._run_scope.cancel()  # stop this run; the next one starts when it has ended
+        elif headroom is not None and headroom <= 0 and job.status is JobStatus.RUNNING:
+            await self._apply(lifecycle.AutoCancel(
+                now=time.time(), reason="billing_limit",
+                detail=billing_limit_detail(headroom)))
+
+    async def _persist(self, job: Job, events: tuple[Event, ...],
+                       lines: tuple[LogLine, ...],
+                       entries: tuple[LedgerEntry, ...]) -> tuple[float, float]:
+        balance = await self._writer.write(job, events, lines, entries)
+        self._job = job
+        return balance
+
+    async def _run(self, cause: str | None) -> None:
+        """Wait for a placement, run the trainer, report its end (a helper task)."""
+        job = self.job
+        if job.verdict != "ok":
+            try:  # why, in words (the plans again: the job keeps only its verdict)
+                detail = (await self._ctx.replan(job)).detail
+            except InvalidRequest:  # its training file is gone: the bare message
+                detail = None
+            await self.ref.tell(_NotAvailable(job.verdict == "choose_lower_precision", detail))
+            return await self._end_run(None)
+        scheduler = self._ctx.scheduler
+        if scheduler is None:
+            raise RuntimeError("the runtime has no scheduler")
+        options = job.options or (job.plan,)
+        if job.memory_factor > 1.0:
+            replanned = await self._ctx.replan(job)
+            if not replanned.options:
+                await self.ref.tell(_NotAvailable(False, replanned.detail))
+                return await self._end_run(None)
+            options = replanned.options
+        process: TrainerProcess | None = None
+        send, receive = trio.open_memory_channel[Grant](1)
+        with trio.CancelScope() as self._run_scope:
+            try:
+                await scheduler.tell(Acquire(job.id, options, job.spec.goal,
+                                             send, self._on_queue_position))
+                grant = await receive.receive()
+                job = self.job
+                if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
+                    return await self._end_run(None)  # stopped while it waited
+                if job.attempt == 0 and (detail := await self._cannot_afford(job)):
+                    await self.ref.tell(_CannotAfford(detail))
+                    return await self._end_run(None)
+                process = await self._launch(job, grant, cause)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await scheduler.tell(Release(job.id))
+        await self._end_run(process)
+
+    def _on_queue_position(self, position: int) -> None:
+        # Called from the scheduler's turn: never wait on our own mailbox there.
+        with contextlib.suppress(ActorError):
+            self.ref.try_tell(_Waiting(position))
+
+    async def _launch(self, job: Job, grant: Grant,
+                      cause: str | None) -> TrainerProcess | None:
+        """Start the trainer on the granted placement and run it to its end (None: it
+        could not start; the reason goes to the job as an error line)."""
+        rt = self._ctx
+        trusted = await rt.may_run_commands(job.account_id)
+        refusal = (command_refusal(job.spec.trainer, allow_commands=trusted)
+                   or model_refusal(job.spec.model, allow_commands=trusted))
+        if refusal is not None:  # the account lost the right since it created the job
+            await self._line(Error(kind="user", message=refusal).model_dump_json())
+            return None
+        try:  # maybe uploaded through another process: fetched here from storage_url
+            training_file, data_format = await rt.training_file(job.spec.training_file)
+        except OSError as exc:
+            await self._line(Error(kind="platform", message=(
+                f"cannot read the training file: {exc}")).model_dump_json())
+            return None
+        workdir = rt.settings.jobs_dir.resolve() / job.id
+        attempt_dir = workdir / f"attempt-{job.attempt + 1}"
+        # The job's directory failing (a file in its place, a full disk) is this run's
+        # platform error, restarted up to max_restarts; never a crash of the actor (issue 14).
+        try:
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            resume_from = None
+            if job.checkpoint is not None:  # maybe saved by another process: fetch it here
+                resume_from = await rt.checkpoint_storage.fetch(
+                    job.id, job.checkpoint.path, workdir / "checkpoints")
+            config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
+                                    workdir=workdir, resume_from=resume_from,
+                                    training_file=training_file,
+                                    data_format=data_format)
+            payload = config.model_dump_json(indent=2)
+            config_path = attempt_dir / "config.json"
+            config_path.write_text(payload)
+            hand_over(workdir, rt.trainer_user)
+        except OSError as exc:
+            await self._line(Error(kind="platform", message=(
+                f"cannot prepare the run in the job's directory: {exc}")).model_dump_json())
+            return None
+        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        resume = job.checkpoint.step if job.checkpoint else None
+        try:
+            command = trainer_command(job, grant, config_path, python=rt.settings.python,
+                                      registry=rt.trainers)
+        except InvalidRequest as exc:  # the operator has removed the trainer it names
+            await self._line(Error(kind="user", message=exc.message).model_dump_json())
+            return None
+        await self.ref.tell(_RunStarting(digest, resume, cause, grant))
+        process = TrainerProcess(
+            command, cwd=attempt_dir, output_log=attempt_dir / "trainer-output.log",
+            grace_s=rt.settings.cancel_grace_s, warm=rt.settings.warm_trainers,
+            env=trainer_env(attempt_dir, rt.trainer_user), shared_env=rt.settings.trainer_env,
+            user=rt.trainer_user,
+        )
+        async with trio.open_nursery() as run:
+            run.start_soon(self._watch_limits, job.ran_s)
+            try:
+                await process.run(self._line)
+            except OSError as exc:  # the command is missing or not executable
+                kind: Literal["user", "platform"] = (
+                    "user" if users_own_command(job) else "platform")
+                await self._line(Error(kind=kind, message=(
+                    f"cannot start the trainer: {exc}")).model_dump_json())
+            run.cancel_scope.cancel()
+        return process
+
+    async def _end_run(self, process: TrainerProcess | None) -> None:
+        self._run_scope = None
+        await self.ref.tell(_TrainerEnded(process.returncode if process else None))
+
+    async def _watch_limits(self, ran_s: float) -> None:
+        """Tell the job when it has run too long: the budget, then the time limit."""
+        settings = self._ctx.settings
+        budget_s = max(settings.budget_factor * self.job.estimate.high_s, settings.budget_min_s)
+        limits = sorted([(budget_s - ran_s, "budget"), (settings.time_limit_s - ran_s,
+                                                         "time_limit")])
+        await trio.sleep(max(0.0, limits[0][0]))
+        await self.ref.tell(_LimitReached(limits[0][1]))  # type: ignore[arg-type]
+
+    async def _cannot_afford(self, job: Job) -> str | None:
+        balance, billing_limit = await self._ctx.balance(job.account_id)
+        low = job.price_estimate[0]
+        if balance + billing_limit >= low:
+            return None
+        return (f"the job costs at least {format_money(low)}; the balance is "
+                f"{format_money(balance)} with a billing limit of {format_money(billing_limit)}")
+
+    async def _line(self, text: str) -> None:
+        await self.ref.tell(_TrainerLine(text))

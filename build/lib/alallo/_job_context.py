@@ -1,0 +1,166 @@
+"""`JobContext`: all a job's actor may ask of the runtime, and nothing more (LAYOUT.md §4.1).
+
+A :class:`~alallo._job_actor.JobActor` holds one instead of the whole
+:class:`~alallo.Runtime`: what it reads (settings, the catalogue, the trainers it may
+run), the store reads it makes (its job, the account's money), the writer of its changes,
+the cluster's lease and cancel requests, re-planning, its training file, the shared
+checkpoint location, and the operator's notices. :class:`RuntimeJobContext` builds it
+from the runtime's parts; a test drives one actor with a fake
+(``tests/alallo/test_job_actor.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from actors import ActorRef
+
+from ._bus import EventBus
+from ._checkpoint_storage import CheckpointStorage
+from ._cluster import Cluster
+from ._job_cache import LiveJobs
+from ._job_writer import JobWriter
+from ._trainer_registry import TrainerRegistry
+from ._training_files import TrainingFiles
+from .capacity import Catalogue, PlanOptions, SchedulerMessage
+from .executors import TrainerUser
+from .jobs import Job
+from .settings import Settings
+from .store import Store
+
+__all__ = ["JobContext", "RuntimeJobContext"]
+
+
+class JobContext(Protocol):
+    """What a job's actor may ask of the runtime (each member names the runtime part behind it).
+
+    The attributes are read only; the store reads may raise
+    :class:`~alallo.store.StoreUnavailable`.
+    """
+
+    @property
+    def settings(self) -> Settings:
+        """The server's settings (restart limits, directories, the trainer's launch)."""
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The models, to resolve the job's (:mod:`alallo._catalogue`)."""
+
+    @property
+    def trainers(self) -> TrainerRegistry:
+        """The registered trainers a job may name (:mod:`alallo._trainer_registry`)."""
+
+    @property
+    def trainer_user(self) -> TrainerUser | None:
+        """The user trainers run as (None: the server's own)."""
+
+    @property
+    def checkpoint_storage(self) -> CheckpointStorage:
+        """The shared checkpoint location, if any (:mod:`alallo._checkpoint_storage`)."""
+
+    @property
+    def scheduler(self) -> ActorRef[SchedulerMessage] | None:
+        """The scheduler actor that grants placements (None before the runtime starts it)."""
+
+    async def load(self, job_id: str) -> Job | None:
+        """The job as stored (None: no such job)."""
+
+    def writer(self, published_state_seq: int = 0) -> JobWriter:
+        """A writer of the job's changes: committed under its lease, then published."""
+
+    async def balance(self, account_id: str) -> tuple[float, float]:
+        """The account's ``(balance, billing_limit)``, in USD."""
+
+    def take_cancel_request(self, job_id: str) -> bool:
+        """Whether a cancel was asked through the store (another process), consuming it."""
+
+    def release(self, job_id: str) -> None:
+        """Let go of the job's lease: it has ended here."""
+
+    async def replan(self, job: Job) -> PlanOptions:
+        """The job's plans again, with its measured memory."""
+
+    async def may_run_commands(self, account_id: str) -> bool:
+        """Whether the account may still run a command of its own."""
+
+    async def training_file(self, file_id: str) -> tuple[str, Any]:
+        """The training file's path on this machine and its format.
+
+        Raises:
+            OSError: its bytes are not here and cannot be fetched.
+        """
+
+    def notify_operator(self, job_id: str, reason: str) -> None:
+        """Tell the operator of a platform failure (in the background)."""
+
+
+@dataclass(frozen=True)
+class RuntimeJobContext:
+    """The :class:`JobContext` of a runtime, made of its parts (no reference to the runtime).
+
+    ``scheduler_of``, ``bus_of`` and ``replan_of`` are read at each call: the runtime
+    starts its scheduler after building this, and a runtime may be given another bus.
+    """
+
+    settings: Settings
+    catalogue: Catalogue
+    trainers: TrainerRegistry
+    trainer_user: TrainerUser | None
+    checkpoint_storage: CheckpointStorage
+    store: Store
+    cluster: Cluster
+    live_jobs: LiveJobs
+    files: TrainingFiles
+    scheduler_of: Callable[[], ActorRef[SchedulerMessage] | None]
+    bus_of: Callable[[], EventBus]
+    replan_of: Callable[[Job], Awaitable[PlanOptions]]
+    may_run_commands_of: Callable[[str], Awaitable[bool]]
+    notify: Callable[[str, str], None]
+
+    @property
+    def scheduler(self) -> ActorRef[SchedulerMessage] | None:
+        """The runtime's scheduler actor, once started."""
+        return self.scheduler_of()
+
+    async def load(self, job_id: str) -> Job | None:
+        """The job as stored (None: no such job)."""
+        return await self.store.get_job(job_id)
+
+    def writer(self, published_state_seq: int = 0) -> JobWriter:
+        """A writer over the store, the cluster's leases, the live jobs and the bus."""
+        return JobWriter(self.store, self.cluster, self.live_jobs, self.bus_of,
+                         published_state_seq)
+
+    async def balance(self, account_id: str) -> tuple[float, float]:
+        """The account's ``(balance, billing_limit)``, in USD."""
+        return await self.store.balance(account_id)
+
+    def take_cancel_request(self, job_id: str) -> bool:
+        """Whether a cancel was asked through the store, consuming it."""
+        return self.cluster.take_cancel_request(job_id)
+
+    def release(self, job_id: str) -> None:
+        """Let go of the job's lease."""
+        self.cluster.drop(job_id)
+
+    async def replan(self, job: Job) -> PlanOptions:
+        """The job's plans again (:meth:`alallo._planning.Planning.replan`)."""
+        return await self.replan_of(job)
+
+    async def may_run_commands(self, account_id: str) -> bool:
+        """Whether the account may still run a command of its own."""
+        return await self.may_run_commands_of(account_id)
+
+    async def training_file(self, file_id: str) -> tuple[str, Any]:
+        """The training file's local path (fetched if need be) and its format.
+
+        Raises:
+            OSError: its bytes are not here and cannot be fetched.
+        """
+        return await self.files.local_path(file_id), self.files.format(file_id)
+
+    def notify_operator(self, job_id: str, reason: str) -> None:
+        """Tell the operator of a platform failure (in the background)."""
+        self.notify(job_id, reason)

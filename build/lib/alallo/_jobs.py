@@ -1,0 +1,138 @@
+"""A job as the API asks for it: read (from memory while this process owns it), listed,
+its events and training log, and cancelled, here or in the process that owns it
+(:meth:`alallo.Runtime.get_job` and its siblings)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import cast
+
+import trio
+
+from actors import ActorRef, ActorStopped
+
+from ._bus import EventBus, Lagged
+from ._cluster import Cluster
+from ._errors import NotFound
+from ._job_actor import CancelJob, JobMessage
+from ._job_cache import LiveJobs
+from ._starter import Starter
+from ._status import JobStatus
+from .jobs import Event, Job, LogLine, lifecycle
+from .store import Store, read_item
+
+__all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
+
+CANCEL_TIMEOUT_S = 30.0
+"""How long a cancel request waits for the job's actor to take it."""
+
+
+class Jobs:
+    """Every account's jobs, each seen only by its own account.
+
+    Args:
+        store: the jobs, their events and log.
+        cluster: which jobs this process owns; cancel requests for the others.
+        live_jobs: the owned jobs answered from memory.
+        starter: a cancel waits until the job's actor has started.
+        bus: the runtime's event bus (a cancel elsewhere waits for the owner's change).
+        actor: the running actor of a job, or None.
+    """
+
+    def __init__(self, *, store: Store, cluster: Cluster, live_jobs: LiveJobs, starter: Starter,
+                 bus: Callable[[], EventBus],
+                 actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
+        self._store = store
+        self._cluster = cluster
+        self._live_jobs = live_jobs
+        self._starter = starter
+        self._bus = bus
+        self._actor = actor
+
+    async def get_job(self, account_id: str, job_id: str) -> Job:
+        """One of the account's jobs. Raises :class:`NotFound`.
+
+        A job this process owns (its actor runs here under the job's lease)
+        is answered from memory while the bus reports no change of it
+        (:mod:`alallo._job_cache`); any other job is read from the store.
+        """
+        owned = self._cluster.owns(job_id)
+        job = self._live_jobs.get(job_id) if owned else None
+        if job is None:
+            token = self._live_jobs.begin_read(job_id)
+            job = None
+            try:
+                job = await self._store.get_job(job_id)
+            finally:
+                keep = job is not None and owned and self._cluster.owns(job_id)
+                self._live_jobs.finish_read(job_id, token, job if keep else None)
+        if job is None or job.account_id != account_id:
+            raise NotFound(f"no job {job_id!r}", param="job_id")
+        return job
+
+    async def list_jobs(self, account_id: str, *, limit: int = 20,
+                        after: str | None = None) -> tuple[list[Job], bool]:
+        """The account's jobs, newest first, and whether more follow."""
+        return await self._store.list_jobs(account_id, limit=limit, after=after)
+
+    async def cancel_job(self, account_id: str, job_id: str) -> Job:
+        """Ask a job to stop; returns it ``cancelling`` (or already ``cancelled``).
+
+        Idempotent while the job is live.
+
+        Raises:
+            NotFound: no such job in the account.
+            InvalidTransition: the job has already finished (409).
+        """
+        job = await self.get_job(account_id, job_id)
+        if not job.status.is_final:
+            await self._starter.wait_started(job_id)
+            ref = self._actor(job_id)
+            if ref is not None:
+                try:
+                    return cast(Job, await ref.ask(CancelJob(), timeout=CANCEL_TIMEOUT_S))
+                except ActorStopped:
+                    pass  # the job ended meanwhile: answer from what the store says
+            elif not self._cluster.owns(job_id):
+                return await self._cancel_elsewhere(account_id, job_id)
+            job = await self.get_job(account_id, job_id)
+        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
+        return job
+
+    async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:
+        """Cancel a job another process owns: record the request (it survives that process)
+        and, on PostgreSQL, wait (bounded) until the owner has taken it."""
+        with self._bus().subscribe(job_id=job_id) as subscription:
+            await self._cluster.request_cancel(job_id)
+            job = await self.get_job(account_id, job_id)
+            if self._store.is_postgres:
+                with trio.move_on_after(CANCEL_TIMEOUT_S):
+                    while not (job.status is JobStatus.CANCELLING or job.status.is_final):
+                        with contextlib.suppress(Lagged):
+                            await subscription.receive_batch()
+                        job = await self.get_job(account_id, job_id)
+        lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
+        return job
+
+    async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
+                          limit: int = 100) -> tuple[list[Event], bool]:
+        """A job's events, oldest first, with ``seq > after``; and whether more follow."""
+        await self.get_job(account_id, job_id)
+        rows = await self._store.items_after(job_id, after, kinds=("event",), limit=limit + 1)
+        events = [event for _, _, data in rows[:limit]
+                  if (event := read_item(Event, data, job_id=job_id)) is not None]
+        return events, len(rows) > limit
+
+    async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
+                       limit: int = 1000, attempt: int | None = None,
+                       ) -> tuple[list[LogLine], bool]:
+        """The training log of the current (or the given) attempt, oldest line first."""
+        job = await self.get_job(account_id, job_id)
+        rows = await self._store.items_after(job_id, after, kinds=("log",),
+                                            attempt=attempt or max(job.attempt, 1),
+                                            limit=limit + 1)
+        lines = [line for _, _, data in rows[:limit]
+                 if (line := read_item(LogLine, data, job_id=job_id)) is not None]
+        return lines, len(rows) > limit

@@ -1,0 +1,139 @@
+"""A trainer's run, from a job and its grant: the config file, the command, its environment.
+
+Which program runs is decided here, and never by the account's word alone
+(docs/security.md): the built-in trainers, a trainer the operator registered
+(:mod:`alallo._trainer_registry`), or the account's own command, and that
+only for an account allowed to send one (:func:`command_refusal`). On a
+simulated node the simulated trainer runs whatever the job asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._trainer_registry import TrainerRegistry
+from .capacity import Catalogue, Grant
+from .executors import TrainerUser
+from .jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
+from .settings import Settings
+from .trainers import TrainerConfig, WandbConfig
+
+__all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "model_refusal", "trainer_command", "trainer_config",
+           "trainer_env", "users_own_command"]
+
+COMMANDS_NOT_ALLOWED = (
+    "this account may not run a command of its own on the server: the operator registers "
+    "trainers (GET /v1/trainers lists them) and a job picks one by name, "
+    '"trainer": {"name": "..."}')
+"""Why a ``trainer.command`` is refused (403, ``param="trainer.command"``)."""
+
+MODEL_PATHS_NOT_ALLOWED = (
+    "this account may not train a directory of the server's: name a model that "
+    "GET /v1/models lists (the operator adds models)")
+"""Why a ``model`` given as a path is refused (403, ``param="model"``): the server's files,
+another account's fine-tuned models among them, are not a tenant's to read."""
+
+
+def users_own_command(job: Job) -> bool:
+    """Whether the job runs a command the account sent (its failures are the user's)."""
+    return isinstance(job.spec.trainer, CommandTrainer)
+
+
+def command_refusal(trainer: object, *, allow_commands: bool) -> str | None:
+    """Why a job's trainer may not run for its account, or None when it may."""
+    if isinstance(trainer, CommandTrainer) and not allow_commands:
+        return COMMANDS_NOT_ALLOWED
+    return None
+
+
+def model_refusal(model: str, *, allow_commands: bool) -> str | None:
+    """Why a job's model may not be read for its account, or None when it may.
+
+    A model named by its absolute path is a directory of the server: only the accounts the
+    operator trusts with the server (those that may run commands: the local account and
+    ``--allow-commands`` ones) may name one. Decided from the name alone, before anything
+    looks at the path, so the answer says nothing of what exists there.
+    """
+    if Path(model).is_absolute() and not allow_commands:
+        return MODEL_PATHS_NOT_ALLOWED
+    return None
+
+
+def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Catalogue,
+                   workdir: Path, resume_from: str | None, training_file: str,
+                   data_format: str) -> TrainerConfig:
+    """The config file's contents for one run of the job (``docs/trainer-protocol.md``).
+
+    Args:
+        workdir: the job's directory (absolute); checkpoints and the model go below it.
+        resume_from: the local checkpoint directory to continue from, or None.
+        training_file: the local path of the training file.
+        data_format: the training file's format, as checked on upload.
+    """
+    spec = job.spec
+    hp = job.resolved_hyperparameters()
+    trainer = spec.trainer
+    model = catalogue.resolve(spec.model)
+    model_dir = model.local_path or settings.models_dir.resolve() / spec.model.replace("/", "--")
+    wandb = None
+    if spec.integrations:
+        w = spec.integrations[0].wandb
+        wandb = WandbConfig(project=w.project, api_key=w.api_key, name=w.name or job.id,
+                            entity=w.entity, mode=settings.wandb_mode,
+                            base_url=settings.wandb_base_url, dir=str(workdir / "wandb"))
+    simulated = trainer if isinstance(trainer, SimulatedTrainer) else None
+    if simulated is None and grant.placement.simulated:
+        # Simulated nodes run the simulated trainer at the plan's pace (time-scaled).
+        simulated = SimulatedTrainer(
+            step_delay_s=grant.plan.step_time_s / settings.simulation_time_scale)
+    return TrainerConfig(
+        job_id=job.id,
+        model=str(model_dir),
+        model_name=spec.model,
+        training_file=training_file,
+        data_format=data_format,  # type: ignore[arg-type]
+        output_dir=str(workdir / "model"),
+        checkpoint_dir=str(workdir / "checkpoints"),
+        resume_from=resume_from,
+        adapter=spec.adapter,
+        precision=spec.precision,
+        max_steps=job.max_steps,
+        n_epochs=hp["n_epochs"],
+        batch_size=hp["batch_size"],
+        learning_rate=hp["learning_rate"],
+        lora_rank=hp["lora_rank"] or 8,
+        seed=spec.seed or 0,
+        step_delay_s=simulated.step_delay_s if simulated else 0.0,
+        fail_at_step=simulated.fail_at_step if simulated else None,
+        memory_gb=grant.plan.memory_gb if simulated and grant.placement.simulated else None,
+        memory_surprise=(simulated.memory_surprise
+                         if simulated and job.memory_factor == 1.0 else 1.0),
+        step_noise=simulated.step_noise if simulated else 0.0,
+        slow_step_every=simulated.slow_step_every if simulated else None,
+        slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
+        wandb=wandb,
+    )
+
+
+def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
+                    registry: TrainerRegistry) -> list[str]:
+    """The argv of the job's trainer: ``<command> <config.json>``.
+
+    Raises:
+        InvalidRequest: the job names a trainer that is no longer registered.
+    """
+    trainer = job.spec.trainer
+    if not grant.placement.simulated:
+        if isinstance(trainer, CommandTrainer):
+            return [*trainer.command, str(config_path)]
+        if isinstance(trainer, NamedTrainer):
+            return [*registry.command(trainer.name), str(config_path)]
+    simulated = isinstance(trainer, SimulatedTrainer) or grant.placement.simulated
+    module = "simulated" if simulated else "trl"
+    return [python, "-m", f"alallo.trainers.{module}", str(config_path)]
+
+
+def trainer_env(run_dir: Path, user: TrainerUser | None) -> dict[str, str]:
+    """The job's own variables on top of the scrubbed environment: a trainer running
+    as another user gets its run's directory as ``HOME`` (the server's is not its)."""
+    return {"HOME": str(run_dir)} if user is not None else {}

@@ -1,0 +1,179 @@
+"""Where and how long a job would run, and at what price: its plans on this server's
+pool, the estimate shown before it is created, the models that can run here, and the
+capacity report (:meth:`alallo.Runtime.estimate`, :meth:`alallo.Runtime.capacity`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, cast
+
+from actors import ActorRef
+
+from ._errors import InvalidRequest
+from ._status import Message
+from ._training_files import TrainingFiles
+from .capacity import (
+    Catalogue,
+    CatalogueModel,
+    PlanOptions,
+    Pool,
+    QueueSnapshot,
+    SchedulerMessage,
+    WaitEstimate,
+    plan_options,
+    tokens_per_example,
+)
+from .jobs import Job, JobSpec, Plan, estimate_price, estimate_time
+from .settings import Settings
+from .store import Store
+
+__all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "SCHEDULER_ASK_S", "Planning"]
+
+DEFAULT_STEPS_BATCH = 4
+"""Examples per step when the spec names no batch size (to count a job's steps)."""
+SCHEDULER_ASK_S = 10.0
+"""How long a question to the scheduler may take (s)."""
+NO_CAPACITY_NOTE = "No capacity is free right now; the job would wait in the queue."
+NO_PLAN = Plan(device_type="none", devices=0, memory_gb=0, price_per_hour=0, step_time_s=0,
+               startup_s=0)
+"""The plan of a job no node can run (it fails at once)."""
+
+
+class Planning:
+    """Plans and estimates on one runtime's pool.
+
+    Args:
+        settings: ``max_steps_limit``, ``cpu_price_per_hour``.
+        store: the account's files and balance.
+        catalogue: the models (:mod:`alallo._catalogue`).
+        pool: the nodes and their devices (:mod:`alallo._capacity`).
+        files: where the training file's row is kept for the job's actor.
+        scheduler: the scheduler actor, once the runtime has started it (None before).
+    """
+
+    def __init__(self, settings: Settings, store: Store, catalogue: Catalogue, pool: Pool,
+                 files: TrainingFiles,
+                 scheduler: Callable[[], ActorRef[SchedulerMessage] | None]) -> None:
+        self._settings = settings
+        self._store = store
+        self._catalogue = catalogue
+        self._pool = pool
+        self._files = files
+        self._scheduler = scheduler
+
+    def list_models(self) -> list[CatalogueModel]:
+        """The model catalogue, ``runnable_here`` decided by this server's pool."""
+        return [replace(m, runnable_here=self._runnable(m)) for m in self._catalogue.list()]
+
+    def _runnable(self, model: CatalogueModel) -> bool:
+        simulated = any(n.spec.simulated for n in self._pool.nodes.values())
+        if not model.weights_here and not simulated:
+            return False
+        spec = JobSpec(model=model.id, training_file="-", precision="4-bit")
+        lora16 = JobSpec(model=model.id, training_file="-")
+        return any(plan_options(model, s, self._pool, max_steps=1,
+                                tokens_per_example=512).verdict == "ok" for s in (spec, lora16))
+
+    async def estimate(self, account_id: str, spec: JobSpec) -> dict[str, Any]:
+        """The estimate object of API.md for ``spec`` (see :meth:`alallo.Runtime.estimate`).
+
+        Raises:
+            InvalidRequest: an unknown model or training file, or too many steps.
+        """
+        spec, options, _ = await self.plan(account_id, spec)
+        balance, billing_limit = await self._store.balance(account_id)
+        if not options.options:
+            reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
+                      else Message.NOT_AVAILABLE).value
+            return {"available": False, "reason": reason, "detail": options.detail,
+                    "time": None, "price": None,
+                    "capacity_free": False, "note": None, "plan": None,
+                    "allowed_to_proceed": False}
+        plan = options.pick(spec.goal)
+        wait = await self.wait_s(plan)
+        time_range = estimate_time(plan, wait_s=wait)
+        low, high = estimate_price(plan)
+        return {
+            "available": True,
+            "reason": None,
+            "detail": None,
+            "time": time_range.public(),
+            "price": {"low": low, "high": high, "currency": "USD"},
+            "capacity_free": wait == 0,
+            "note": None if wait == 0 else NO_CAPACITY_NOTE,
+            "plan": {"devices": plan.devices, "device_type": plan.device_type,
+                     "memory_gb": plan.memory_gb},
+            "allowed_to_proceed": high <= balance + billing_limit,
+        }
+
+    async def replan(self, job: Job) -> PlanOptions:
+        """A job's plans again, with its measured memory (after a re-scheduling)."""
+        _, options, _ = await self.plan(job.account_id, job.spec,
+                                        memory_factor=job.memory_factor)
+        return options
+
+    async def plan(self, account_id: str, spec: JobSpec | Mapping[str, Any], *,
+                   memory_factor: float = 1.0) -> tuple[JobSpec, PlanOptions, int]:
+        """The spec (validated), its plans on this pool, and its number of steps.
+
+        Raises:
+            pydantic.ValidationError: a malformed spec.
+            InvalidRequest: an unknown model, training or validation file; too many steps.
+        """
+        if not isinstance(spec, JobSpec):
+            spec = JobSpec.model_validate(spec)
+        model = self._catalogue.resolve(spec.model)
+        file = await self._store.get_file(account_id, spec.training_file)
+        if file is None:
+            raise InvalidRequest(f"no training file {spec.training_file!r}",
+                                 param="training_file")
+        if spec.validation_file and not await self._store.get_file(account_id,
+                                                                   spec.validation_file):
+            raise InvalidRequest(f"no validation file {spec.validation_file!r}",
+                                 param="validation_file")
+        self._files.remember(file)
+        max_steps = self._max_steps(spec, file.line_count)
+        options = plan_options(
+            model, spec, self._pool, max_steps=max_steps,
+            tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
+            cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor)
+        if not model.weights_here:
+            # Without weights, only simulated nodes can run the model.
+            simulated = {n.device.name for n in self._pool.nodes.values() if n.spec.simulated}
+            kept = tuple(p for p in options.options if p.device_type in simulated)
+            if options.options and not kept:
+                options = PlanOptions((), "not_available",
+                                      "This server does not have the model's weights")
+            else:
+                options = PlanOptions(kept, options.verdict, options.detail)
+        return spec, options, max_steps
+
+    async def wait_s(self, plan: Plan) -> float:
+        """The scheduler's guess of the queue wait for ``plan`` (s; 0 before it runs)."""
+        scheduler = self._scheduler()
+        if scheduler is None:
+            return 0.0
+        return cast(float, await scheduler.ask(WaitEstimate(plan), timeout=SCHEDULER_ASK_S))
+
+    async def capacity(self) -> dict[str, Any]:
+        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""
+        queue: list[str] = []
+        scheduler = self._scheduler()
+        if scheduler is not None:
+            queue = cast(list[str], await scheduler.ask(QueueSnapshot(), timeout=SCHEDULER_ASK_S))
+        return {"nodes": self._pool.public(), "queue_length": len(queue), "queue": queue}
+
+    def _max_steps(self, spec: JobSpec, line_count: int) -> int:
+        hp = spec.hyperparameters
+        if hp.max_steps is not None:
+            steps = hp.max_steps
+        else:
+            per_epoch = math.ceil(line_count / (hp.batch_size or DEFAULT_STEPS_BATCH))
+            steps = (hp.n_epochs or 3) * per_epoch
+        limit = self._settings.max_steps_limit
+        if steps > limit:
+            raise InvalidRequest(f"the job would train {steps} steps; the limit is {limit}",
+                                 param="hyperparameters.max_steps")
+        return steps

@@ -1,0 +1,116 @@
+"""Jobs that change process: those whose leases lapsed (recovered at start, adopted from a
+stopped process, :mod:`alallo._cluster`), and cancel requests that reach a job's owner
+through the store (on PostgreSQL, a NOTIFY: :mod:`alallo._notify`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+import trio
+
+from actors import ActorRef, ActorStopped
+
+from ._bus import EventBus
+from ._cluster import ADOPTED_CAUSE, Claim, Cluster
+from ._job_actor import CancelJob, JobMessage
+from ._notify import listen
+from ._starter import Starter
+from ._training_files import TrainingFiles
+from .store import JobCheckpoints, Store, StoreUnavailable
+
+__all__ = ["Relocation"]
+
+
+class Relocation:
+    """Starts the actors of jobs this process took over, and hands cancels to their actors.
+
+    Args:
+        store: the jobs to start, read in bulk.
+        cluster: leases, heartbeats and cancel requests.
+        bus: the runtime's event bus (the LISTEN connection publishes other processes'
+            changes there).
+        starter: the one way a job's actor starts (:mod:`alallo._starter`).
+        files: the training files' rows, read in bulk for the jobs started.
+        checkpoints: primed with each job started, so its actor reads nothing back.
+        actor: the running actor of a job, or None.
+    """
+
+    def __init__(self, *, store: Store, cluster: Cluster, bus: Callable[[], EventBus],
+                 starter: Starter, files: TrainingFiles, checkpoints: JobCheckpoints,
+                 actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
+        self._store = store
+        self._cluster = cluster
+        self._bus = bus
+        self._starter = starter
+        self._files = files
+        self._checkpoints = checkpoints
+        self._actor = actor
+
+    async def recover(self) -> None:
+        """Claim the jobs whose leases lapsed (this process's, at start) and start them in
+        the background; the runtime serves meanwhile."""
+        await self.queue_starts([claim.job_id for claim in await self._cluster.claim_expired()])
+
+    @contextlib.asynccontextmanager
+    async def services(self) -> AsyncIterator[None]:
+        """Heartbeat and adoption, and on PostgreSQL the LISTEN of other processes' changes,
+        while the block runs."""
+        async with trio.open_nursery() as nursery:
+            if self._store.is_postgres:
+                await nursery.start(partial(
+                    listen, self._store.url, self._cluster.node_id, self._bus(),
+                    on_cancel=partial(self._on_cancel_notice, nursery),
+                    on_connected=partial(nursery.start_soon, self._cancel_requested_jobs)))
+            nursery.start_soon(self._cluster.run, self.adopt)
+            yield
+            nursery.cancel_scope.cancel()
+
+    async def adopt(self, claims: list[Claim]) -> None:
+        """Run the jobs whose leases this process took from a stopped one."""
+        fresh = []
+        for claim in claims:
+            if self._starter.idle(claim.job_id):
+                fresh.append(claim.job_id)
+            elif self._cluster.take_cancel_request(claim.job_id):
+                # Its actor runs here still (this process's heartbeat was late): it
+                # writes with the new epoch now, and takes the cancel asked meanwhile.
+                await self.tell_cancel(claim.job_id)
+        await self.queue_starts(fresh, cause=ADOPTED_CAUSE)
+
+    async def queue_starts(self, job_ids: list[str], cause: str | None = None) -> None:
+        """Start the actors of these jobs in the background, oldest first (recovery, adoption).
+
+        The jobs and their files are read in two queries and the checkpoint
+        store is primed with them, so no store read happens per job. Requests
+        for a job whose actor has not started yet read the store as usual; a
+        cancel waits for its actor (:meth:`Starter.wait_started`). A job whose
+        actor is running or on its way already is left alone (:class:`Starter`).
+        """
+        job_ids = [job_id for job_id in job_ids if self._starter.idle(job_id)]
+        if not job_ids:
+            return
+        jobs = await self._store.jobs_by_id(job_ids)
+        await self._files.recall_many(job.spec.training_file for job in jobs)
+        for job in jobs:
+            if self._starter.request(job, cause):  # primed only for a start that will read it
+                self._checkpoints.prime([job])
+
+    async def tell_cancel(self, job_id: str) -> None:
+        """Hand a cancel request to the job's actor, once it has started."""
+        await self._starter.wait_started(job_id)
+        ref = self._actor(job_id)
+        if ref is not None:
+            with contextlib.suppress(ActorStopped):
+                await ref.tell(CancelJob())
+
+    def _on_cancel_notice(self, nursery: trio.Nursery, job_id: str) -> None:
+        if self._cluster.owns(job_id):
+            nursery.start_soon(self.tell_cancel, job_id)
+
+    async def _cancel_requested_jobs(self) -> None:
+        # A cancel notice sent while this process was not listening is in the store.
+        with contextlib.suppress(StoreUnavailable):
+            for job_id in await self._cluster.owned_cancel_requests():
+                await self.tell_cancel(job_id)

@@ -1,0 +1,146 @@
+"""What a follower of a job or of an account reads: the store's backlog, then live updates
+from the bus, with no gap and no repeat (:meth:`alallo.Runtime.stream`,
+:meth:`alallo.Runtime.stream_jobs`; the gateway's SSE and WebSocket serve these)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ._bus import EventBus, Item, Lagged
+from ._status import JobStatus
+from .jobs import Event, Job, LogLine
+from .store import Store, read_item
+
+__all__ = ["FEED_PAGE", "Streams"]
+
+FEED_PAGE = 500
+"""Jobs read from the account's feed at a time."""
+
+_FINAL = frozenset(status.value for status in JobStatus if status.is_final)
+
+
+class Streams:
+    """A job's items and an account's job feed, for one runtime.
+
+    Args:
+        store: where the backlog is read.
+        bus: the runtime's event bus, read at each call (a runtime may be given another).
+        get_job: the runtime's ``get_job(account_id, job_id)`` (it answers owned jobs from
+            memory and raises :class:`alallo.NotFound` for another account's).
+    """
+
+    def __init__(self, store: Store, bus: Callable[[], EventBus],
+                 get_job: Callable[[str, str], Awaitable[Job]]) -> None:
+        self._store = store
+        self._bus = bus
+        self._get_job = get_job
+
+    async def stream(self, account_id: str, job_id: str, *, after: int = 0,
+                     ) -> AsyncIterator[Item]:
+        """Every update of a job with ``seq > after``, in order, until it ends.
+
+        Yields ``job`` items (the whole job object), ``event`` items and
+        ``log`` items. What happened before the call comes from the store
+        (only the latest job state, not every intermediate one); then live
+        updates follow from the bus with no gap and no repeat. Ends after the
+        job's final state.
+
+        Raises:
+            NotFound: no such job in the account.
+        """
+        async for batch in self.stream_batches(account_id, job_id, after=after):
+            for item in batch:
+                yield item
+
+    async def stream_batches(self, account_id: str, job_id: str, *, after: int = 0,
+                             ) -> AsyncIterator[list[Item]]:
+        """:meth:`stream`, a list at a time: the items that were ready together.
+
+        Each list is non-empty and in ``seq`` order; the backlog from the
+        store comes as one list, then each list holds what the bus had
+        buffered for this subscriber (the gateway sends a list as one chunk).
+
+        Raises:
+            NotFound: no such job in the account.
+        """
+        await self._get_job(account_id, job_id)
+        cursor = after
+        while True:
+            with self._bus().subscribe(job_id=job_id) as subscription:
+                job = await self._get_job(account_id, job_id)
+                backlog = [Item(job_id, kind, seq, public)
+                           for kind, seq, data in await self._store.items_after(job_id, cursor)
+                           if (public := _public_item(job_id, kind, data)) is not None]
+                if job.state_seq > cursor:
+                    backlog.append(Item(job_id, "job", job.state_seq, job.public(now=time.time())))
+                backlog.sort(key=lambda item: item.seq)
+                if backlog:
+                    yield backlog
+                    cursor = backlog[-1].seq
+                if job.status.is_final and cursor >= job.state_seq:
+                    return
+                try:
+                    while True:
+                        batch: list[Item] = []
+                        final = False
+                        for item in await subscription.receive_batch():
+                            if item.seq <= cursor:
+                                continue
+                            batch.append(item)
+                            cursor = item.seq
+                            if item.kind == "job" and item.data["status"] in _FINAL:
+                                final = True
+                                break
+                        if batch:
+                            yield batch
+                        if final:
+                            return
+                except Lagged:
+                    continue
+
+    async def stream_jobs(self, account_id: str, *, after: int = 0) -> AsyncIterator[Item]:
+        """Every job of the account whose state changed past feed position ``after``; never ends.
+
+        Yields ``job`` items whose ``seq`` is the job's position in the
+        account's feed (not the job's own sequence number, which is
+        ``data["seq"]``): resuming with the last position seen gives each job
+        that changed since, once, in its latest state. ``after=0`` starts
+        with every job of the account. The bus only wakes the reader; what it
+        yields is always read from the store, so a reader that lagged loses
+        nothing and never sees a state twice.
+        """
+        cursor = after
+        with self._bus().subscribe(account_id=account_id) as subscription:
+            while True:
+                while True:
+                    rows = await self._store.job_feed_after(account_id, cursor, limit=FEED_PAGE)
+                    now = time.time()
+                    for position, job in rows:
+                        yield Item(job.id, "job", position, job.public(now=now))
+                        cursor = position
+                    if len(rows) < FEED_PAGE:
+                        break
+                try:
+                    await subscription.receive_batch()
+                except Lagged:
+                    pass
+
+    async def wait_for_final(self, account_id: str, job_id: str) -> Job:
+        """Wait until the job reaches a final status and return it.
+
+        Raises:
+            NotFound: no such job in the account.
+        """
+        async for _ in self.stream(account_id, job_id, after=0):
+            pass
+        return await self._get_job(account_id, job_id)
+
+
+def _public_item(job_id: str, kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    if kind == "event":
+        event = read_item(Event, data, job_id=job_id)
+        return event.public(job_id) if event is not None else None
+    line = read_item(LogLine, data, job_id=job_id)
+    return line.public() if line is not None else None

@@ -1,0 +1,78 @@
+"""Where jobs can run: the capacity pool (nodes and their devices), the model catalogue, the
+plans a job has on the pool (memory, devices, step time, price) and the scheduler actor
+that owns the queue and grants placements.
+
+- :mod:`~alallo.capacity._pool`: :class:`NodeSpec`, :class:`Pool`, placements.
+- :mod:`~alallo.capacity._catalogue`: the models a job may name.
+- :mod:`~alallo.capacity._plans`: :func:`plan_options` and why a job cannot run.
+- :mod:`~alallo.capacity._scheduler`: the :class:`Scheduler` actor and its messages.
+
+Names load on first use (PEP 562), so importing one module of the wing does not
+import the rest of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._catalogue import TINY_GPT2 as TINY_GPT2
+    from ._catalogue import Catalogue as Catalogue
+    from ._catalogue import CatalogueModel as CatalogueModel
+    from ._plans import PlanOptions as PlanOptions
+    from ._plans import plan_options as plan_options
+    from ._plans import tokens_per_example as tokens_per_example
+    from ._pool import Node as Node
+    from ._pool import NodeSpec as NodeSpec
+    from ._pool import Placement as Placement
+    from ._pool import Pool as Pool
+    from ._scheduler import Acquire as Acquire
+    from ._scheduler import Drain as Drain
+    from ._scheduler import Grant as Grant
+    from ._scheduler import QueueSnapshot as QueueSnapshot
+    from ._scheduler import Release as Release
+    from ._scheduler import Scheduler as Scheduler
+    from ._scheduler import SchedulerMessage as SchedulerMessage
+    from ._scheduler import WaitEstimate as WaitEstimate
+
+_ORIGINS: dict[str, tuple[str, str | None]] = {
+    "Acquire": ("._scheduler", "Acquire"),
+    "Catalogue": ("._catalogue", "Catalogue"),
+    "CatalogueModel": ("._catalogue", "CatalogueModel"),
+    "Drain": ("._scheduler", "Drain"),
+    "Grant": ("._scheduler", "Grant"),
+    "Node": ("._pool", "Node"),
+    "NodeSpec": ("._pool", "NodeSpec"),
+    "Placement": ("._pool", "Placement"),
+    "PlanOptions": ("._plans", "PlanOptions"),
+    "Pool": ("._pool", "Pool"),
+    "QueueSnapshot": ("._scheduler", "QueueSnapshot"),
+    "Release": ("._scheduler", "Release"),
+    "Scheduler": ("._scheduler", "Scheduler"),
+    "SchedulerMessage": ("._scheduler", "SchedulerMessage"),
+    "TINY_GPT2": ("._catalogue", 'TINY_GPT2'),
+    "WaitEstimate": ("._scheduler", "WaitEstimate"),
+    "plan_options": ("._plans", "plan_options"),
+    "tokens_per_example": ("._plans", "tokens_per_example"),
+}
+"""Each public name: the module it comes from, and its name there (None: the module)."""
+
+
+def __getattr__(name: str) -> Any:
+    origin = _ORIGINS.get(name)
+    if origin is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(origin[0], __name__)
+    value = module if origin[1] is None else getattr(module, origin[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = ["TINY_GPT2", "Acquire", "Catalogue", "CatalogueModel", "Drain", "Grant", "Node",
+           "NodeSpec", "Placement", "PlanOptions", "Pool", "QueueSnapshot", "Release",
+           "Scheduler", "SchedulerMessage", "WaitEstimate", "plan_options", "tokens_per_example"]

@@ -1,0 +1,140 @@
+"""The model catalogue: which base models a job may name, and where they run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import InvalidRequest
+
+__all__ = ["TINY_GPT2", "Catalogue", "CatalogueModel"]
+
+TINY_GPT2 = "alallo/tiny-gpt2"
+
+
+@dataclass(frozen=True)
+class CatalogueModel:
+    """A base model.
+
+    Attributes:
+        id: the name a job spec uses (``alallo/tiny-gpt2``, or a local path).
+        parameters: parameter count.
+        context_length: longest sequence in tokens.
+        runnable_here: whether this server's capacity can train it (set by the runtime
+            from its pool).
+        local_path: a local Hugging Face model directory, or None when alallo
+            builds the model itself on first use.
+    """
+
+    id: str
+    parameters: int
+    context_length: int
+    runnable_here: bool = True
+    local_path: Path | None = None
+    weights_here: bool = True
+    """False for catalogue models whose weights this server does not have."""
+
+    def public(self) -> dict[str, object]:
+        """The model object of ``GET /v1/models``."""
+        return {
+            "id": self.id,
+            "object": "model",
+            "owned_by": "alallo" if self.local_path is None else "local",
+            "parameters": self.parameters,
+            "context_length": self.context_length,
+            "adapters": ["lora", "full"],
+            "precisions": ["16-bit", "4-bit"],
+            "runnable_here": self.runnable_here,
+        }
+
+
+_BUILT_IN = (
+    CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),
+    # Published sizes (model cards); weights are not shipped: these train on
+    # simulated nodes here, and on real GPU nodes with their weights at hand.
+    CatalogueModel(id="meta-llama/Llama-3.1-8B", parameters=8_030_261_248,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="meta-llama/Llama-3.1-70B", parameters=70_553_706_496,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="Qwen/Qwen2.5-7B", parameters=7_615_616_512,
+                   context_length=131_072, local_path=None, weights_here=False),
+    CatalogueModel(id="mistralai/Mistral-7B-v0.3", parameters=7_248_023_552,
+                   context_length=32_768, local_path=None, weights_here=False),
+)
+
+
+class Catalogue:
+    """Built-in models plus any local Hugging Face model directory.
+
+    A job may name a catalogue id or an absolute path to a directory with a
+    ``config.json``; the path is accepted as is and listed from then on.
+    """
+
+    def __init__(self) -> None:
+        self._models = {m.id: m for m in _BUILT_IN}
+
+    def list(self) -> list[CatalogueModel]:
+        """Every model, built-in first, then local paths in the order seen."""
+        return list(self._models.values())
+
+    def resolve(self, name: str) -> CatalogueModel:
+        """The model a job spec names.
+
+        Raises:
+            InvalidRequest: no such model, and no model directory at that path
+                (``param="model"``).
+        """
+        if name in self._models:
+            return self._models[name]
+        path = Path(name)
+        if path.is_absolute() and (path / "config.json").is_file():
+            model = CatalogueModel(
+                id=name, parameters=_count_parameters(path), context_length=_context(path),
+                local_path=path,
+            )
+            self._models[name] = model
+            return model
+        known = ", ".join(sorted(self._models))
+        raise InvalidRequest(
+            f"unknown model {name!r}: use one of {known}, or the absolute path of a "
+            "local Hugging Face model directory",
+            param="model",
+        )
+
+
+def _read_config(path: Path) -> dict[str, object]:
+    import json
+
+    try:
+        data = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _context(path: Path) -> int:
+    config = _read_config(path)
+    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+        value = config.get(key)
+        if isinstance(value, int):
+            return value
+    return 2048
+
+
+def _count_parameters(path: Path) -> int:
+    """Parameters from the safetensors header, without loading any weights."""
+    import json
+    import struct
+
+    total = 0
+    for file in path.glob("*.safetensors"):
+        with file.open("rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+        for name, info in header.items():
+            if name != "__metadata__":
+                count = 1
+                for dim in info["shape"]:
+                    count *= dim
+                total += count
+    return total

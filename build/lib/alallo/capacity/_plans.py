@@ -1,0 +1,183 @@
+"""Plans: how much memory a job needs, on which devices, how fast, at what price.
+
+The memory model and the time model are written out, with their sources, in
+``docs/capacity.md``; this module is that page as code. Everything here is
+pure arithmetic on the model's parameter count, the method, the precision,
+the data and the device catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..jobs import DeviceType, JobSpec, Plan, SimulatedTrainer
+from ._catalogue import TINY_GPT2, CatalogueModel
+from ._pool import Pool
+
+__all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
+           "tokens_per_example", "why_not"]
+
+GB = 1e9
+USABLE_MEMORY = 0.9
+"""Share of a device's memory a job may plan to use (the rest: fragmentation, spikes)."""
+ACTIVATIONS = 0.2
+"""Activations and temporary buffers, as a share of the weights' memory."""
+GPU_OVERHEAD_GB = 1.5
+"""CUDA context, kernels and allocator reserve, per GPU."""
+CPU_OVERHEAD_GB = 0.2
+LORA_TRAINABLE = 0.01
+"""Share of the parameters a LoRA adapter trains (rank 8-16 on attention and MLP)."""
+OPTIMIZER_BYTES = 16
+"""Mixed-precision Adam: bf16 weight and gradient, fp32 master weight, two fp32 moments
+(ZeRO, Rajbhandari et al. 2020, section 3.1)."""
+CHARS_PER_TOKEN = 4.0
+"""Characters per token of the usual BPE tokenizers on English text."""
+STEP_OVERHEAD_S = {"cpu": 0.02}
+"""Fixed cost of a step (data loading, optimizer, logging) on top of the FLOPs."""
+GPU_STEP_OVERHEAD_S = 0.05
+LOAD_GB_PER_S = 1.0
+"""Reading weights into device memory."""
+STARTUP_S = 6.0
+"""Trainer start before the model loads: Python, torch, transformers imports (measured)."""
+SIMULATED_STARTUP_S = 0.3
+"""The simulated trainer's start (no torch)."""
+
+
+def bytes_per_parameter(adapter: str, precision: str) -> float:
+    """Memory per parameter, in bytes, of the weights and training state.
+
+    16-bit LoRA: bf16 weights (2) plus the adapter's Adam state (1% of the
+    parameters × 16). 4-bit LoRA (QLoRA, Dettmers et al. 2023): NF4 weights
+    with double-quantized constants (~0.55) plus the same adapter state.
+    Full fine-tuning: 16 bytes (mixed-precision Adam); 4-bit full does not exist.
+    """
+    adapter_state = LORA_TRAINABLE * OPTIMIZER_BYTES
+    if adapter == "full":
+        return float(OPTIMIZER_BYTES)
+    return (0.55 if precision == "4-bit" else 2.0) + adapter_state
+
+
+def memory_gb(parameters: int, adapter: str, precision: str, *, devices: int = 1,
+              gpu: bool = True) -> float:
+    """Memory per device in GB for a job sharded over ``devices`` (weights and states split)."""
+    weights = parameters * (0.55 if precision == "4-bit" else 2.0)
+    total = parameters * bytes_per_parameter(adapter, precision) + ACTIVATIONS * weights
+    return total / GB / devices + (GPU_OVERHEAD_GB if gpu else CPU_OVERHEAD_GB)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Every way a job could run here, and why it cannot when it cannot."""
+
+    options: tuple[Plan, ...]
+    verdict: Literal["ok", "not_available", "choose_lower_precision"]
+    detail: str | None = None
+    """Why the job cannot run here, in words a user reads (None when it can), e.g.
+    ``The job needs about 181 GB of memory; the most one node here can give a job is
+    14 GB (cpu)``."""
+
+    def pick(self, goal: str) -> Plan:
+        """The plan for the goal, ignoring the wait: cheapest, or quickest."""
+        if goal == "fastest_finish":
+            return min(self.options, key=lambda p: (p.training_s, p.price))
+        return min(self.options, key=lambda p: (p.price, p.training_s))
+
+
+def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps: int,
+                 tokens_per_example: float, cpu_price_per_hour: float | None = None,
+                 memory_factor: float = 1.0) -> PlanOptions:
+    """The plans for a job on each device type of the pool that could hold it.
+
+    ``memory_factor`` scales the memory model: a run that measured more
+    memory than planned is re-planned with measured / planned.
+    """
+    options = tuple(p for d in pool.device_types()
+                    if (p := _plan_on(d, model, spec, pool, max_steps, tokens_per_example,
+                                      cpu_price_per_hour, memory_factor)) is not None)
+    if options:
+        return PlanOptions(options, "ok")
+    detail = why_not(model, spec, pool, memory_factor)
+    if spec.precision == "16-bit" and spec.adapter == "lora":
+        lower = spec.model_copy(update={"precision": "4-bit"})
+        if any(_plan_on(d, model, lower, pool, max_steps, tokens_per_example, None)
+               for d in pool.device_types()):
+            return PlanOptions((), "choose_lower_precision",
+                               f"At 16-bit {detail[0].lower()}{detail[1:]}; at 4-bit it fits")
+    return PlanOptions((), "not_available", detail)
+
+
+def why_not(model: CatalogueModel, spec: JobSpec, pool: Pool,
+            memory_factor: float = 1.0) -> str:
+    """Why no device type of ``pool`` can hold the job, one sentence without its full stop.
+
+    Mirrors the checks of ``_plan_on``: 4-bit needs a GPU; a GPU job may be
+    sharded over the devices of one node, a CPU job may not; a job may plan
+    on ``USABLE_MEMORY`` of a device. Memory figures are rounded to whole GB.
+    """
+    types = pool.device_types()
+    if not types:
+        return "This server has no nodes"
+    gpus = [d for d in types if d.name != "cpu"]
+    if spec.precision == "4-bit" and not gpus:
+        return "4-bit needs a GPU; this server has only CPU nodes"
+    candidates = gpus if spec.precision == "4-bit" else types
+    gpu = bool(gpus)
+    need = memory_factor * memory_gb(model.parameters, spec.adapter, spec.precision, gpu=gpu)
+
+    def offered(d: DeviceType) -> float:
+        return d.memory_gb * USABLE_MEMORY * (1 if d.name == "cpu" else pool.largest(d.name))
+
+    best = max(candidates, key=offered)
+    count = 1 if best.name == "cpu" else pool.largest(best.name)
+    most = f"{offered(best):.0f} GB ({count} × {best.name})" if count > 1 else \
+        f"{offered(best):.0f} GB ({best.name})"
+    kind = "GPU memory" if gpu else "memory"
+    return (f"The job needs about {need:.0f} GB of {kind}; "
+            f"the most one node here can give a job is {most}")
+
+
+def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Pool,
+             max_steps: int, tokens_per_example: float,
+             cpu_price_per_hour: float | None, memory_factor: float = 1.0) -> Plan | None:
+    cpu = device.name == "cpu"
+    if cpu and spec.precision == "4-bit":
+        return None  # QLoRA needs CUDA kernels (bitsandbytes)
+    usable = device.memory_gb * USABLE_MEMORY
+    most = pool.largest(device.name)
+    devices = 1
+    while memory_factor * memory_gb(model.parameters, spec.adapter, spec.precision,
+                                    devices=devices, gpu=not cpu) > usable:
+        devices *= 2
+        if devices > most or cpu:
+            return None
+    batch = spec.hyperparameters.batch_size or 4
+    tokens = batch * min(tokens_per_example, model.context_length)
+    flops = (6 if spec.adapter == "full" else 4) * model.parameters * tokens
+    if spec.precision == "4-bit":
+        flops *= 1.3  # dequantizing the NF4 weights on every matmul (QLoRA paper, 4.1)
+    rate = devices * device.peak_tflops * 1e12 * device.efficiency
+    scaling = 1 + 0.05 * (devices - 1)  # gradient all-reduce between devices
+    overhead = STEP_OVERHEAD_S.get(device.name, GPU_STEP_OVERHEAD_S)
+    step_s = flops / rate * scaling + overhead
+    weights_gb = model.parameters * (0.55 if spec.precision == "4-bit" else 2.0) / GB
+    startup_s = STARTUP_S + weights_gb / LOAD_GB_PER_S
+    price_per_hour = (cpu_price_per_hour if cpu and cpu_price_per_hour is not None
+                      else device.price_per_hour) * devices
+    if isinstance(spec.trainer, SimulatedTrainer):
+        step_s, startup_s = spec.trainer.step_delay_s, SIMULATED_STARTUP_S
+    return Plan(
+        device_type=device.name, devices=devices,
+        memory_gb=round(memory_factor * memory_gb(model.parameters, spec.adapter,
+                                                  spec.precision, devices=devices,
+                                                  gpu=not cpu), 2),
+        price_per_hour=price_per_hour, step_time_s=step_s, startup_s=startup_s,
+        max_steps=max_steps,
+    )
+
+
+def tokens_per_example(model: CatalogueModel, file_bytes: int, line_count: int) -> float:
+    """Average tokens of one training example (the tiny model's tokenizer is byte-level)."""
+    chars = file_bytes / max(line_count, 1)
+    return chars if model.id == TINY_GPT2 else max(1.0, chars / CHARS_PER_TOKEN)
+

@@ -1,0 +1,118 @@
+"""Devices, nodes and the capacity pool.
+
+A *node* is a machine with ``count`` devices of one type; the pool is every
+node of this server. The embedded default is one node, ``local``, this
+machine's CPU with ``Settings.max_concurrent_jobs`` slots. Operators add
+nodes in ``alallo.toml`` or ``ALALLO_NODES``; a *simulated* node runs the
+simulated trainer, so a fleet of GPUs can be exercised on one machine.
+
+Device figures are the vendors' dense BF16 peaks and on-demand list prices
+of the main clouds at the time of writing; ``docs/capacity.md`` gives the
+sources and how they turn into time and price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..jobs import DEVICE_TYPES, DeviceType
+
+__all__ = ["Node", "NodeSpec", "Placement", "Pool"]
+
+
+class NodeSpec(BaseModel):
+    """A node as configured: ``{"name": "gpu-1", "device": "H100-80GB", "count": 8}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    device: str
+    count: int = Field(default=1, ge=1, le=1024)
+    simulated: bool = False
+    """Jobs placed here run the simulated trainer (fleet-scale tests on one machine)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs: some devices of one node."""
+
+    node: str
+    device_type: str
+    devices: int
+    simulated: bool
+
+    def public(self) -> dict[str, Any]:
+        """As the job object shows it."""
+        return {"node": self.node, "device_type": self.device_type, "devices": self.devices}
+
+
+@dataclass
+class Node:
+    """A node and which of its devices are taken, by which job."""
+
+    spec: NodeSpec
+    device: DeviceType
+    busy: dict[str, int] = field(default_factory=dict)
+    draining: bool = False
+
+    @property
+    def free(self) -> int:
+        """Devices not taken (0 while draining)."""
+        return 0 if self.draining else self.spec.count - sum(self.busy.values())
+
+
+class Pool:
+    """The nodes of this server and what runs on them.
+
+    Raises:
+        ValueError: a node names an unknown device type, or two nodes share a name.
+    """
+
+    def __init__(self, specs: list[NodeSpec]) -> None:
+        self.nodes: dict[str, Node] = {}
+        for spec in specs:
+            if spec.device not in DEVICE_TYPES:
+                known = ", ".join(DEVICE_TYPES)
+                raise ValueError(f"node {spec.name!r}: unknown device {spec.device!r} ({known})")
+            if spec.name in self.nodes:
+                raise ValueError(f"two nodes are named {spec.name!r}")
+            self.nodes[spec.name] = Node(spec, DEVICE_TYPES[spec.device])
+
+    def largest(self, device_type: str) -> int:
+        """The most devices of a type one node has (jobs do not span nodes)."""
+        return max((n.spec.count for n in self.nodes.values() if n.device.name == device_type),
+                   default=0)
+
+    def device_types(self) -> list[DeviceType]:
+        """The device types present, each once."""
+        return list({n.device.name: n.device for n in self.nodes.values()}.values())
+
+    def find(self, device_type: str, devices: int) -> Node | None:
+        """A node with ``devices`` free devices of the type (the fullest that fits)."""
+        fits = [n for n in self.nodes.values()
+                if n.device.name == device_type and n.free >= devices]
+        return min(fits, key=lambda n: n.free, default=None)
+
+    def take(self, node: Node, job_id: str, devices: int) -> Placement:
+        """Give ``devices`` of ``node`` to a job."""
+        if node.free < devices:
+            raise ValueError(f"node {node.spec.name} has {node.free} free devices, not {devices}")
+        node.busy[job_id] = devices
+        return Placement(node.spec.name, node.device.name, devices, node.spec.simulated)
+
+    def release(self, job_id: str) -> None:
+        """Give back whatever the job holds (nothing if it holds nothing)."""
+        for node in self.nodes.values():
+            node.busy.pop(job_id, None)
+
+    def public(self) -> list[dict[str, Any]]:
+        """Nodes, devices, free and busy, for ``GET /v1/capacity``."""
+        return [{
+            "name": n.spec.name, "device_type": n.device.name, "devices": n.spec.count,
+            "free": n.free, "busy": dict(n.busy), "simulated": n.spec.simulated,
+            "draining": n.draining, "memory_gb": n.device.memory_gb,
+            "price_per_hour": n.device.price_per_hour,
+        } for n in self.nodes.values()]

@@ -1,0 +1,229 @@
+"""The scheduler: one actor that owns the capacity pool and the queue.
+
+Jobs ask for a placement and wait for it; the scheduler answers in
+submission order, with *backfill* (EASY backfilling, Lifka 1995): when the
+job at the head of the queue cannot start, it gets a reservation at the
+earliest time enough devices free up, and a later job may start now if it
+fits in what is free and does not delay that reservation (it ends before
+it, or leaves enough devices for it). A job that can never fit is never
+queued at all (the job fails ``Not available right now.``), so it cannot
+block anyone.
+
+Goals: ``lowest_cost`` waits for the cheapest plan; ``fastest_finish``
+takes the plan with the earliest finish counting the wait.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from actors import Actor
+
+from ..jobs import Plan
+from ._pool import Placement, Pool
+
+__all__ = ["Acquire", "Drain", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
+           "WaitEstimate"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A placement given to a job, with the plan it runs under."""
+
+    placement: Placement
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Acquire:
+    """Queue a job for capacity; the grant arrives on ``reply`` (one message).
+
+    ``on_position(n)`` is called whenever the job's place in the queue
+    changes (1 = next); it must not block.
+    """
+
+    job_id: str
+    options: tuple[Plan, ...]
+    goal: str
+    reply: trio.MemorySendChannel[Grant]
+    on_position: Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Release:
+    """The job no longer needs capacity (it ended, or left the queue)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class WaitEstimate:
+    """Ask: seconds until a plan like this could start (0 when free now)."""
+
+    plan: Plan
+
+
+@dataclass
+class _Waiting:
+    request: Acquire
+    position: int = 0
+
+
+@dataclass
+class _Running:
+    plan: Plan
+    node: str
+    ends_at: float
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Ask: stop placing jobs on a node (or start again, ``on=False``); the reply is
+    the ids of the jobs running there, which the caller moves elsewhere.
+
+    Raises (to the asker):
+        KeyError: no such node.
+    """
+
+    node: str
+    on: bool = True
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """Ask: the ids of the jobs waiting, in queue order."""
+
+
+SchedulerMessage = Acquire | Release | WaitEstimate | QueueSnapshot | Drain
+
+
+class Scheduler(Actor[SchedulerMessage]):
+    """Owns the pool: who runs where, who waits, and in which order."""
+
+    def __init__(self, pool: Pool, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.pool = pool
+        self._clock = clock
+        self._queue: list[_Waiting] = []
+        self._running: dict[str, _Running] = {}
+
+    async def handle(self, message: SchedulerMessage) -> Any:
+        match message:
+            case Acquire():
+                self._queue.append(_Waiting(message))
+                if len(self._queue) == 1:
+                    self._schedule()
+                else:
+                    self._schedule_newest()
+            case Release(job_id=job_id):
+                self._queue = [w for w in self._queue if w.request.job_id != job_id]
+                if self._running.pop(job_id, None) is not None:
+                    self.pool.release(job_id)
+                self._schedule()
+            case WaitEstimate(plan=plan):
+                return self._wait_for(plan, queue_ahead=len(self._queue))
+            case QueueSnapshot():
+                return [w.request.job_id for w in self._queue]
+            case Drain(node=name, on=on):
+                node = self.pool.nodes[name]
+                node.draining = on
+                self._schedule()
+                return sorted(node.busy)
+        return None
+
+    def _schedule(self) -> None:
+        now = self._clock()
+        reservation: tuple[str, int, float] | None = None  # device type, devices, at
+        still: list[_Waiting] = []
+        for waiting in self._queue:
+            request = waiting.request
+            plan = self._choose(request, now)
+            node = self.pool.find(plan.device_type, plan.devices)
+            fits_reservation = reservation is None or self._backfill_ok(plan, now, reservation)
+            if node is not None and fits_reservation:
+                self._start(request, plan, node, now)
+                continue
+            if reservation is None:
+                reservation = (plan.device_type, plan.devices, now + self._wait_for(plan, 0))
+            still.append(waiting)
+        self._queue = still
+        for position, waiting in enumerate(self._queue, start=1):
+            if waiting.position != position:
+                waiting.position = position
+                waiting.request.on_position(position)
+
+    def _schedule_newest(self) -> None:
+        """:meth:`_schedule` for a request joining a queue that others wait in.
+
+        Nothing freed since the last pass, and every job waiting then still
+        cannot start (time only brings the head's reservation closer, which
+        leaves less room to backfill): only the newcomer may start, if it
+        fits now without delaying the head's reservation. O(1) instead of a
+        pass over the whole queue at every submission.
+        """
+        now = self._clock()
+        head = self._choose(self._queue[0].request, now)
+        reservation = (head.device_type, head.devices, now + self._wait_for(head, 0))
+        newest = self._queue[-1]
+        plan = self._choose(newest.request, now)
+        node = self.pool.find(plan.device_type, plan.devices)
+        if node is not None and self._backfill_ok(plan, now, reservation):
+            self._queue.pop()
+            self._start(newest.request, plan, node, now)
+            return
+        newest.position = len(self._queue)
+        newest.request.on_position(newest.position)
+
+    def _choose(self, request: Acquire, now: float) -> Plan:
+        if request.goal == "fastest_finish":
+            return min(request.options,
+                       key=lambda p: (self._wait_for(p, 0) + p.training_s, p.price))
+        return min(request.options, key=lambda p: (p.price, p.training_s))
+
+    def _backfill_ok(self, plan: Plan, now: float, reservation: tuple[str, int, float]) -> bool:
+        kind, devices, at = reservation
+        if plan.device_type != kind or now + plan.training_s <= at:
+            return True
+        free = sum(n.free for n in self.pool.nodes.values() if n.device.name == kind)
+        return free - plan.devices >= devices
+
+    def _start(self, request: Acquire, plan: Plan, node: Any, now: float) -> None:
+        placement = self.pool.take(node, request.job_id, plan.devices)
+        self._running[request.job_id] = _Running(plan, node.spec.name, now + plan.training_s)
+        try:
+            request.reply.send_nowait(Grant(placement, plan))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
+            self.pool.release(request.job_id)  # the job stopped waiting meanwhile
+            del self._running[request.job_id]
+
+    def _wait_for(self, plan: Plan, queue_ahead: int) -> float:
+        """Seconds until ``plan`` could start: devices freed by running jobs' expected
+        ends, then the training time of ``queue_ahead`` queued jobs over the slots."""
+        now = self._clock()
+        soonest = math.inf
+        for node in self.pool.nodes.values():
+            if node.device.name != plan.device_type or node.spec.count < plan.devices:
+                continue
+            free = node.free
+            if free >= plan.devices:
+                soonest = 0.0
+                break
+            ends = sorted((max(0.0, r.ends_at - now), node.busy.get(job_id, 0))
+                          for job_id, r in self._running.items() if r.node == node.spec.name)
+            for end, devices in ends:
+                free += devices
+                if free >= plan.devices:
+                    soonest = min(soonest, end)
+                    break
+        if soonest is math.inf:
+            soonest = 0.0
+        slots = max(1, sum(n.spec.count for n in self.pool.nodes.values()
+                           if n.device.name == plan.device_type) // max(plan.devices, 1))
+        ahead = sum(w.request.options[0].training_s for w in self._queue[:queue_ahead])
+        return soonest + ahead / slots

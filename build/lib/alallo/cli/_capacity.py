@@ -1,0 +1,36 @@
+"""``alallo capacity``: the nodes, their devices, what runs where, and the queue."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
+
+__all__ = ["capacity"]
+
+
+def capacity(url: UrlOption = None, api_key: ApiKeyOption = None,
+             as_json: JsonOption = False) -> None:
+    """Show the capacity pool: nodes, devices free and busy, and the queue."""
+    with open_client(url, api_key) as client:
+        pool = client.capacity()
+    if as_json:
+        print_json(pool)
+        return
+    table = Table("Node", "Device", "Free", "Busy (job: devices)", "$/h per device")
+    for node in pool["nodes"]:
+        busy = ", ".join(f"{job}: {n}" for job, n in node["busy"].items()) or "—"
+        name = node["name"] + (" (simulated)" if node["simulated"] else "")
+        table.add_row(name, node["device_type"], f"{node['free']}/{node['devices']}", busy,
+                      f"{node['price_per_hour']:.2f}")
+    out = console()
+    out.print(table)
+    queue = pool["queue"]
+    out.print(f"Queue: {len(queue)} waiting" + (f" (next: {', '.join(queue[:5])})" if queue else ""))

@@ -1,0 +1,74 @@
+"""``alallo models``: the model catalogue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
+from alallo.cli._table import Column, fitted_table
+
+__all__ = ["models_app"]
+
+models_app = typer.Typer(rich_markup_mode=None, help="The models you can fine-tune.")
+
+
+@models_app.callback(invoke_without_command=True)
+def models(
+    ctx: typer.Context,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the models you can fine-tune (same as `alallo models list`)."""
+    if ctx.invoked_subcommand is None:
+        _show(url, api_key, as_json)
+
+
+@models_app.command("list")
+def list_models(
+    url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
+) -> None:
+    """List the models you can fine-tune."""
+    _show(url, api_key, as_json)
+
+
+def _show(url: str | None, api_key: str | None, as_json: bool) -> None:
+    with open_client(url, api_key) as client:
+        catalogue = client.list_models()
+    if as_json:
+        print_json(catalogue)
+        return
+    out = console()
+    columns = [Column("ID", keep=True), Column("Parameters", drop=2), Column("Context", drop=1),
+               Column("Adapters", drop=3), Column("Precisions", drop=4),
+               Column("Runs here", keep=True)]
+    rows = [
+        [
+            model["id"],
+            _count(model.get("parameters")),
+            str(model.get("context_length", "")),
+            ", ".join(model.get("adapters", [])),
+            ", ".join(model.get("precisions", [])),
+            "yes" if model.get("runnable_here") else "no",
+        ]
+        for model in catalogue["data"]
+    ]
+    out.print(fitted_table(out, columns, rows))
+
+
+def _count(parameters: Any) -> str:
+    if not isinstance(parameters, int | float):
+        return "?"
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if parameters >= size:
+            return f"{parameters / size:.3g}{unit}"
+    return str(parameters)

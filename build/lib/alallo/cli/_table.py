@@ -1,0 +1,80 @@
+"""Tables that never cut what a user must copy, on any terminal width.
+
+Rich shrinks a table that is wider than the terminal by cutting its cells
+(``ft-4a5…``). Here each column says whether it may be cut: ids, statuses,
+paths and amounts (``keep``) are never wrapped nor cut; the other columns
+wrap, and on a terminal too narrow for all of them, the least important
+ones (highest ``drop``) are left out, one at a time, until the rest fits.
+(Rich's ``min_width`` alone does not do it: when a table cannot fit, rich
+still shrinks every column evenly, kept ones included.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["Column", "fitted_table"]
+
+_FOLD_WIDTH = 16
+"""The narrowest a ``fold`` column gets: long words break across lines from there."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a :func:`fitted_table`.
+
+    Attributes:
+        header: The column's title.
+        keep: Never wrap nor cut its values (ids, statuses, paths, amounts).
+        drop: 0: always shown; otherwise, on a narrow terminal, columns with
+            the highest ``drop`` are left out first.
+        fold: Its values may break inside a word (a long filename) rather
+            than push the column out.
+    """
+
+    header: str
+    keep: bool = False
+    drop: int = 0
+    fold: bool = False
+
+
+def fitted_table(console: Console, columns: Sequence[Column],
+                 rows: Sequence[Sequence[str | Text]]) -> Table:
+    """A table of ``rows`` that fits ``console.width`` without cutting kept values.
+
+    Each row has one cell per column, in the order of ``columns``.
+    """
+    cells = [[cell if isinstance(cell, Text) else Text(str(cell)) for cell in row] for row in rows]
+    needs = [_need(column, [row[index] for row in cells]) for index, column in enumerate(columns)]
+    shown = list(range(len(columns)))
+    droppable = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
+    # Each column takes its width plus a space either side and one border.
+    while droppable and sum(needs[i] + 3 for i in shown) + 1 > console.width:
+        shown.remove(droppable.pop(0))
+    table = Table()
+    for index in shown:
+        column = columns[index]
+        if column.keep:
+            table.add_column(column.header, no_wrap=True, min_width=needs[index], overflow="fold")
+        else:
+            table.add_column(column.header, min_width=needs[index], overflow="fold")
+    for row in cells:
+        table.add_row(*(row[index] for index in shown))
+    return table
+
+
+def _need(column: Column, values: list[Text]) -> int:
+    """The narrowest the column can be: whole values if kept, else its longest word.
+
+    The header is never broken either ("Progres/s" reads badly).
+    """
+    header = Text(column.header).cell_len
+    if column.keep:
+        return max([header, *(text.cell_len for text in values)])
+    longest = max([0, *(len(word) for text in values for word in text.plain.split())])
+    return max(header, min(longest, _FOLD_WIDTH) if column.fold else longest)

@@ -1,0 +1,47 @@
+"""Python clients for alallo's HTTP API (API.md): :class:`Client` and :class:`AsyncClient`.
+
+Every method returns the JSON object of API.md, typed as one of the
+:class:`typing.TypedDict` of :mod:`alallo.client._types` (``FineTuningJob``,
+``FileObject``, ``JobEvent``, ``Checkpoint``, ``TrainingLogLine``,
+``Estimate``, ...; all exported from :mod:`alallo`), so an editor completes
+its keys and a type checker catches a misspelt one. At runtime each result
+is still the plain ``dict`` the JSON made: code that treated results as
+dicts keeps working, and a field the server adds before the types name it
+is there to read. Failures are :class:`ApiError`
+(the server said no) or :class:`ClientError` (no key, no server); see
+:mod:`alallo.client._errors` for the tree.
+
+The two clients have the same methods, one blocking, one ``async``. STYLE.md
+asks for async code written once with a thin ``trio.run`` face; that cannot
+hold a connection pool or a stream open between calls (each ``trio.run`` is
+a new event loop), and :class:`AsyncClient` must also run under asyncio, so
+each client drives its own HTTPX client and everything else, from the
+error table to the reconnection rules of ``watch``, is shared
+(:mod:`alallo.client._base`).
+"""
+
+from __future__ import annotations
+
+from alallo.client._async import AsyncClient
+from alallo.client._base import (
+                                 DEFAULT_TIMEOUT_S,
+                                 DEFAULT_URL,
+                                 HyperparameterFields,
+                                 JobSpecFields,
+                                 StreamItem,
+)
+from alallo.client._errors import AlalloClientError, ApiError, ClientError
+from alallo.client._sync import Client
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_URL",
+    "AlalloClientError",
+    "ApiError",
+    "AsyncClient",
+    "Client",
+    "ClientError",
+    "HyperparameterFields",
+    "JobSpecFields",
+    "StreamItem",
+]

@@ -1,0 +1,180 @@
+"""Running a trainer as a child process, and making sure it never outlives us.
+
+The trainer runs in its own process group (``start_new_session``), so that
+stopping it stops whatever it started too (data loader workers, compilers).
+On Linux it also gets a parent-death signal (``PR_SET_PDEATHSIG``): if this
+server dies, even by ``kill -9``, the kernel sends the trainer SIGKILL.
+Stopping is SIGTERM to the group, then SIGKILL after a grace period.
+
+Why not ``trio.lowlevel.open_process``: it forks from a worker thread, and
+the parent-death signal fires when the *thread* that forked the child ends
+(prctl(2)), so trio's thread cache retiring that worker after ~10 idle
+seconds killed every trainer. We fork from the Trio thread instead (a few
+milliseconds of blocking per job start) and wait on a pidfd, as trio does.
+
+With ``warm=True`` a built-in trainer (``python -m alallo.trainers.trl``) is
+forked from a warm process that has imported its libraries already
+(:mod:`alallo.executors._warm`), with the same guarantees; any other command, or a
+warm process that cannot take the job, starts cold as above.
+
+Every trainer starts with a scrubbed environment (:mod:`alallo.executors._env`),
+never the server's, and, given a :class:`~alallo.executors._env.TrainerUser`,
+as that user: the child drops its groups, group and user before it arms the
+parent-death signal, since changing the effective user clears that signal
+(prctl(2), ``PR_SET_PDEATHSIG``) — which is also why ``subprocess.Popen``'s
+own ``user=`` (applied after ``preexec_fn``) is not used.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from . import _warm
+from ._env import TrainerUser, scrubbed_environment
+from ._posix import die_with_parent, kill_group, take_on_user
+
+__all__ = ["TrainerProcess"]
+
+_MAX_LINE = 64 * 1024
+
+
+def become(user: TrainerUser | None) -> None:
+    """In a child, before exec: take on ``user`` (no supplementary groups), then arm
+    the parent-death signal (a change of user clears it). Nothing to take on for None."""
+    if user is not None:
+        take_on_user(user.uid, user.gid)
+    die_with_parent()
+
+
+class _Child(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+class _ColdChild:
+    """A trainer this server forked and exec'd itself."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.pid = process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    async def wait(self) -> int:
+        """Wait for the child to exit without blocking Trio (a pidfd becomes readable)."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        pidfd = os.pidfd_open(self.process.pid)
+        try:
+            await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return self.process.wait()
+
+
+class TrainerProcess:
+    """One run of a trainer command.
+
+    Args:
+        command: argv, e.g. ``[python, "-m", "alallo.trainers.trl", config]``.
+        cwd: working directory of the trainer.
+        output_log: a file that gets every byte the trainer printed (for operators).
+        grace_s: seconds between SIGTERM and SIGKILL when stopping.
+        env: the job's own variables, added to the trainer's scrubbed environment
+            (:func:`alallo.executors._env.scrubbed_environment`); the server's own
+            environment is never passed on.
+        shared_env: variables every trainer gets (``Settings.trainer_env``), below
+            ``env``; a warm process starts with these only.
+        warm: fork a built-in trainer from a warm process (``ALALLO_WARM_TRAINERS``).
+        user: run as this unprivileged user (the server runs as root); None: as the server.
+    """
+
+    def __init__(self, command: Sequence[str], *, cwd: Path, output_log: Path,
+                 grace_s: float, env: Mapping[str, str] | None = None,
+                 shared_env: Mapping[str, str] | None = None,
+                 warm: bool = False, user: TrainerUser | None = None) -> None:
+        self.command = list(command)
+        self.warm = warm
+        self.started_warm = False
+        """Whether this run's trainer was forked from a warm process."""
+        self.cwd = cwd
+        self.output_log = output_log
+        self.grace_s = grace_s
+        self.env = env
+        self.shared_env = shared_env
+        self.user = user
+        self.returncode: int | None = None
+        self.pid: int | None = None
+
+    async def run(self, on_line: Callable[[str], Awaitable[None]]) -> int:
+        """Start the trainer, hand each line it prints to ``on_line``, return its exit code.
+
+        stdout and stderr are read as one stream of lines. When the calling
+        task is cancelled, the trainer's process group is stopped (SIGTERM,
+        then SIGKILL after ``grace_s``) before the cancellation goes on.
+        """
+        env = scrubbed_environment({**(self.shared_env or {}), **(self.env or {})})
+        read_end, write_end = os.pipe()
+        try:
+            process: _Child | None = None
+            if self.warm:
+                process = await _warm.fork_trainer(
+                    self.command, cwd=self.cwd, env=env, output=write_end, user=self.user,
+                    warm_env=scrubbed_environment(self.shared_env))
+                self.started_warm = process is not None
+            if process is None:
+                process = _ColdChild(subprocess.Popen(
+                    self.command, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
+                    stdout=write_end, stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=partial(become, self.user),
+                ))
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self.pid = process.pid
+        try:
+            async with trio.lowlevel.FdStream(read_end) as stdout, \
+                    await trio.open_file(self.output_log, "ab") as raw:
+                pending = b""
+                async for chunk in stdout:
+                    await raw.write(chunk)
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    if len(pending) > _MAX_LINE:
+                        lines.append(pending)
+                        pending = b""
+                    for line in lines:
+                        await on_line(line.decode("utf-8", "replace").rstrip("\r"))
+                if pending:
+                    await on_line(pending.decode("utf-8", "replace"))
+            self.returncode = await process.wait()
+            return self.returncode
+        finally:
+            if (code := process.poll()) is None:
+                with trio.CancelScope(shield=True):
+                    self.returncode = await self._stop(process)
+            else:
+                self.returncode = code
+            kill_group(process.pid, signal.SIGKILL)
+
+    async def _stop(self, process: _Child) -> int:
+        kill_group(process.pid, signal.SIGTERM)
+        with trio.move_on_after(self.grace_s):
+            return await process.wait()
+        kill_group(process.pid, signal.SIGKILL)
+        return await process.wait()
+

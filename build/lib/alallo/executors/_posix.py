@@ -1,0 +1,48 @@
+"""The few POSIX process calls the trainer's launchers share (:mod:`alallo.executors._local`
+runs a child, :mod:`alallo.executors._warm` starts the warm process, :mod:`alallo.executors._warm_process` forks
+trainers): die with the parent, take on a user, signal a process group.
+
+Standard library only: the warm process imports this before its trainer's libraries.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+__all__ = ["PR_SET_PDEATHSIG", "die_with_parent", "kill_group", "take_on_user"]
+
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option: the signal this process gets when its parent thread ends (Linux, prctl(2))."""
+
+
+def die_with_parent() -> None:
+    """Arm SIGKILL on the death of the parent (Linux; elsewhere nothing).
+
+    Call it in the child, between fork and exec, and after :func:`take_on_user`: a change
+    of user clears it (prctl(2))."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def take_on_user(uid: int, gid: int) -> None:
+    """Become ``uid``:``gid`` with no supplementary groups (a child of a root server).
+
+    Raises:
+        PermissionError: this process may not change user.
+    """
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def kill_group(pid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``pid`` leads; a group already gone, or no longer
+    ours to signal, is left alone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

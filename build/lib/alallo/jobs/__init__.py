@@ -1,0 +1,89 @@
+"""The fine-tuning domain, pure: what a job is, what can happen to it, what it costs and how
+long it takes. No I/O, no actors, no clock (times come in the inputs), no settings (limits
+come in the inputs): DESIGN.md rule 2. Everything else of alallo builds on this wing.
+
+- :mod:`~alallo.jobs._spec`: the job spec a user sends (:class:`JobSpec`, its trainers).
+- :mod:`~alallo.jobs._job`: :class:`Job` and the records it makes (:class:`Event`,
+  :class:`LogLine`), data only; :mod:`~alallo.jobs._plan`: :class:`Plan`, the device types.
+- :mod:`~alallo.jobs._inputs` and :mod:`~alallo.jobs._lifecycle` (``lifecycle`` here): the
+  state machine, ``lifecycle.apply(job, input) -> Transition``.
+- :mod:`~alallo.jobs._billing`, :mod:`~alallo.jobs._estimate`, :mod:`~alallo.jobs._timeleft`,
+  :mod:`~alallo.jobs._timetext`: who pays what, estimates, time left and its text.
+- :mod:`~alallo.jobs._training_file`: the JSONL check of an uploaded training file.
+
+Names load on first use (PEP 562), so importing one module of the wing does not
+import the rest of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import _lifecycle as lifecycle
+    from ._billing import LedgerEntry as LedgerEntry
+    from ._billing import billing_limit_detail as billing_limit_detail
+    from ._estimate import estimate_price as estimate_price
+    from ._estimate import estimate_time as estimate_time
+    from ._job import Event as Event
+    from ._job import Job as Job
+    from ._job import JobError as JobError
+    from ._job import LogLine as LogLine
+    from ._job import Progress as Progress
+    from ._job import SavedCheckpoint as SavedCheckpoint
+    from ._plan import DEVICE_TYPES as DEVICE_TYPES
+    from ._plan import DeviceType as DeviceType
+    from ._plan import Plan as Plan
+    from ._spec import CommandTrainer as CommandTrainer
+    from ._spec import JobSpec as JobSpec
+    from ._spec import NamedTrainer as NamedTrainer
+    from ._spec import SimulatedTrainer as SimulatedTrainer
+    from ._timeleft import time_left as time_left
+    from ._timetext import TimeRange as TimeRange
+    from ._training_file import check_jsonl as check_jsonl
+
+_ORIGINS: dict[str, tuple[str, str | None]] = {
+    "CommandTrainer": ("._spec", "CommandTrainer"),
+    "DEVICE_TYPES": ("._plan", "DEVICE_TYPES"),
+    "DeviceType": ("._plan", "DeviceType"),
+    "Event": ("._job", "Event"),
+    "Job": ("._job", "Job"),
+    "JobError": ("._job", "JobError"),
+    "JobSpec": ("._spec", "JobSpec"),
+    "LedgerEntry": ("._billing", "LedgerEntry"),
+    "LogLine": ("._job", "LogLine"),
+    "NamedTrainer": ("._spec", "NamedTrainer"),
+    "Plan": ("._plan", "Plan"),
+    "Progress": ("._job", "Progress"),
+    "SavedCheckpoint": ("._job", "SavedCheckpoint"),
+    "SimulatedTrainer": ("._spec", "SimulatedTrainer"),
+    "TimeRange": ("._timetext", "TimeRange"),
+    "billing_limit_detail": ("._billing", "billing_limit_detail"),
+    "check_jsonl": ("._training_file", "check_jsonl"),
+    "estimate_price": ("._estimate", "estimate_price"),
+    "estimate_time": ("._estimate", "estimate_time"),
+    "lifecycle": ("._lifecycle", None),
+    "time_left": ("._timeleft", "time_left"),
+}
+"""Each public name: the module it comes from, and its name there (None: the module)."""
+
+
+def __getattr__(name: str) -> Any:
+    origin = _ORIGINS.get(name)
+    if origin is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(origin[0], __name__)
+    value = module if origin[1] is None else getattr(module, origin[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = ["DEVICE_TYPES", "CommandTrainer", "DeviceType", "Event", "Job", "JobError", "JobSpec",
+           "LedgerEntry", "LogLine", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
+           "SimulatedTrainer", "TimeRange", "billing_limit_detail", "check_jsonl",
+           "estimate_price", "estimate_time", "lifecycle", "time_left"]

@@ -1,0 +1,41 @@
+"""Estimates: time and price ranges of a plan (the plans: :mod:`alallo._plans`).
+
+A plan's training time is ``startup + max_steps × step time`` (the time
+model of ``docs/capacity.md``). The range is wider on the upper side, as the
+seeds ask: a job may wait for capacity, and steps run slower than planned
+more often than faster.
+"""
+
+from __future__ import annotations
+
+from ._plan import Plan
+from ._timetext import TimeRange
+
+__all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "WAIT_HIGH", "WAIT_LOW", "estimate_price", "estimate_time"]
+
+ESTIMATE_LOW = 0.7
+"""Low end of an estimate as a share of the expected time (calibrated: bench_estimates.py)."""
+ESTIMATE_HIGH = 1.5
+"""High end of an estimate as a share of the expected time (wider: queue wait)."""
+WAIT_LOW = 0.5
+"""The lower end counts the expected queue wait this many times (jobs ahead end early)."""
+WAIT_HIGH = 1.5
+"""The upper end counts the expected queue wait this many times."""
+
+
+def estimate_time(plan: Plan, *, wait_s: float = 0.0) -> TimeRange:
+    """The time range from submission to the end of training on ``plan``.
+
+    The training part spans ``ESTIMATE_LOW`` to ``ESTIMATE_HIGH`` times the
+    expected time; the queue wait adds to both ends, more to the upper one.
+    """
+    expected = plan.training_s
+    return TimeRange(low_s=expected * ESTIMATE_LOW + wait_s * WAIT_LOW,
+                     high_s=expected * ESTIMATE_HIGH + wait_s * WAIT_HIGH)
+
+
+def estimate_price(plan: Plan) -> tuple[float, float]:
+    """(low, high) USD of training on ``plan`` (waiting costs nothing)."""
+    training = estimate_time(plan)
+    per_s = plan.price_per_hour / 3600
+    return (round(training.low_s * per_s, 6), round(training.high_s * per_s, 6))

@@ -1,0 +1,202 @@
+"""Settings: defaults embedded, overridden by ``ALALLO_*`` environment variables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ._trainer_registry import RegisteredTrainer, TrainerRegistry
+from .capacity import NodeSpec
+
+__all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
+
+DEFAULT_DATA_DIR = Path(".alallo")
+DEFAULT_PORT = 8000
+CONFIG_FILE = "alallo.toml"
+"""Settings file read from the working directory, below the environment."""
+
+
+class Settings(BaseSettings):
+    """Everything an operator may set. Each field reads ``ALALLO_<FIELD>``.
+
+    Example: ``ALALLO_PORT=9000 alallo serve`` or
+    ``Settings(data_dir=tmp_path)`` when embedding the runtime.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ALALLO_", extra="ignore",
+                                      toml_file=CONFIG_FILE)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then ``ALALLO_*`` variables, then ``alallo.toml`` (in the working directory)."""
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    """Root of everything alallo keeps: the SQLite file, files, checkpoints, models."""
+    database_url: str | None = None
+    """SQLAlchemy URL of the store; None means ``sqlite:///<data_dir>/alallo.db``."""
+    host: str = "127.0.0.1"
+    """Address the gateway listens on."""
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    """TCP port the gateway listens on (0 picks a free one)."""
+    api_key: SecretStr | None = None
+    """The local account's API key; None creates one on first start (``<data_dir>/api-key``)."""
+    python: str = sys.executable
+    """The interpreter that runs the built-in trainers."""
+    trainers: list[RegisteredTrainer] = Field(default_factory=list)
+    """Trainers the operator registers, each a ``name``, a ``command`` and a
+    ``description``; a job picks one by name (``"trainer": {"name": "my-sft"}``).
+    An account never sends a command of its own unless it is the local account
+    or allowed to (``alallo accounts create --allow-commands``). In ``alallo.toml``::
+
+        [[trainers]]
+        name = "my-sft"
+        command = ["/opt/trainers/my-sft", "--fast"]
+        description = "Our in-house SFT trainer"
+    """
+    trainer_user: str | None = None
+    """When the server runs as root: the unprivileged user every trainer runs as
+    (e.g. ``nobody``); its job's directory is handed to that user. Ignored when the
+    server does not run as root (trainers then run as the server's own user)."""
+    trainer_env: dict[str, str] = Field(default_factory=dict)
+    """Variables every trainer gets on top of its scrubbed environment (as JSON:
+    ``ALALLO_TRAINER_ENV='{"HF_HOME": "/srv/hf"}'``). Trainers never inherit the
+    server's environment: see ``docs/security.md``."""
+    max_concurrent_jobs: int = Field(default=1, ge=1)
+    """How many jobs the local CPU node trains at once; the rest wait in the queue."""
+    warm_trainers: bool = True
+    """Fork the built-in trainers from a warm process that has imported their libraries
+    once (a TRL job's first step comes seconds sooner); false starts each one cold."""
+    cancel_grace_s: float = Field(default=5.0, ge=0)
+    """Seconds a trainer gets after SIGTERM before it is killed (SIGKILL)."""
+    max_upload_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    """Largest training file accepted by ``POST /v1/files`` (bytes)."""
+    max_steps_limit: int = Field(default=1_000_000, gt=0)
+    """Largest ``max_steps`` a job may ask for; more is refused as absurd."""
+    default_balance: float = 1_000_000.0
+    """Balance (USD) of the local account when it is first created."""
+    default_billing_limit: float = Field(default=0.0, ge=0)
+    """How far below zero (USD) a new account's balance may go."""
+    cpu_price_per_hour: float = Field(default=0.10, ge=0)
+    """What an hour of the local CPU node costs (USD)."""
+    max_restarts: int = Field(default=3, ge=0)
+    """Restarts from the latest checkpoint after platform errors, before a job fails."""
+    budget_factor: float = Field(default=3.0, gt=0)
+    """A job is stopped (``Stopped: the budget was reached``) after running this many
+    times the upper end of its planned training time (and at least ``budget_min_s``)."""
+    budget_min_s: float = Field(default=600.0, ge=0)
+    """No job is stopped by the budget before it has run this many seconds: a job
+    planned to take seconds is not "far longer than planned" because its trainer,
+    W&B or a restart took a few seconds more to start."""
+    time_limit_s: float = Field(default=12 * 3600, gt=0)
+    """A job is stopped (``Stopped: the time limit was reached``) after running this long."""
+    operator_webhook_url: str | None = None
+    """Where a platform failure is POSTed as JSON, for the operator (optional)."""
+    cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    """Origins whose pages may call the API and follow streams (CORS), as JSON:
+    ``ALALLO_CORS_ORIGINS='["https://app.example.com"]'``; ``["*"]`` any origin,
+    ``[]`` none. Never with credentials: the API authenticates with a bearer token
+    or ``?access_token=``, so the dashboard's cookie is never honoured cross-origin."""
+    session_max_age_s: int = Field(default=12 * 3600, gt=0)
+    """Seconds a dashboard session lasts from sign-in (12 h): then the browser signs in
+    again with a new link. Sign-out and revoking the key end it sooner."""
+    wandb_mode: Literal["online", "offline"] = "online"
+    """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
+    wandb_base_url: str | None = None
+    """The W&B server, when not the public one."""
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    """The capacity pool; empty means one node, ``local``: this machine's CPU with
+    ``max_concurrent_jobs`` slots. Example (``alallo.toml``)::
+
+        [[nodes]]
+        name = "gpu-1"
+        device = "H100-80GB"
+        count = 8
+        simulated = true
+    """
+    simulation_time_scale: float = Field(default=1.0, gt=0)
+    """On simulated nodes, how many simulated seconds pass in one real second."""
+    storage_url: str | None = None
+    """Where every process finds uploaded training files and the jobs' checkpoints:
+    None keeps them in the data dir only (processes then share ``data_dir``: a shared
+    path); an fsspec URL (``s3://bucket/alallo``, ``file:///mnt/alallo``) gets a copy
+    of each upload (before it is answered) and of each checkpoint (before it is
+    recorded), fetched by a process that needs them and lacks them."""
+    checkpoint_url: str | None = None
+    """The older name of ``storage_url`` (it now holds uploads too); setting both to
+    different URLs is an error."""
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    """Seconds between a process's heartbeats in the store, which renew all its job
+    leases; each heartbeat also adopts the jobs of processes that stopped."""
+    lease_ttl_s: float = Field(default=10.0, gt=0)
+    """A process that has not heartbeat for this long is taken for dead: its jobs'
+    leases expire and another process adopts them (so a dead process's jobs move
+    within about ``lease_ttl_s + heartbeat_interval_s``)."""
+
+    @model_validator(mode="after")
+    def _one_storage_url(self) -> Settings:
+        if self.storage_url and self.checkpoint_url and self.storage_url != self.checkpoint_url:
+            raise ValueError(
+                f"storage_url ({self.storage_url}) and checkpoint_url ({self.checkpoint_url}) "
+                "differ: set only storage_url (checkpoint_url is its older name)")
+        return self
+
+    @model_validator(mode="after")
+    def _trainers_have_one_name_each(self) -> Settings:
+        TrainerRegistry(self.trainers)  # raises ValueError for a name registered twice
+        return self
+
+    @model_validator(mode="after")
+    def _lease_outlives_heartbeats(self) -> Settings:
+        if self.lease_ttl_s <= self.heartbeat_interval_s:
+            raise ValueError(
+                f"lease_ttl_s ({self.lease_ttl_s}) must be longer than heartbeat_interval_s "
+                f"({self.heartbeat_interval_s}), or live processes would lose their jobs")
+        return self
+
+    @property
+    def node_specs(self) -> list[NodeSpec]:
+        """The configured nodes, or the local CPU node."""
+        return self.nodes or [NodeSpec(name="local", device="cpu",
+                                       count=self.max_concurrent_jobs)]
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The store's URL, with the SQLite default filled in."""
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'alallo.db'}"
+
+    @property
+    def shared_storage_url(self) -> str | None:
+        """The shared storage URL: ``storage_url``, or its older name ``checkpoint_url``."""
+        return self.storage_url or self.checkpoint_url
+
+    @property
+    def files_dir(self) -> Path:
+        """Uploaded training files, one per file id."""
+        return self.data_dir / "files"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Per-job work: config, checkpoints, the fine-tuned model."""
+        return self.data_dir / "jobs"
+
+    @property
+    def models_dir(self) -> Path:
+        """Base models alallo builds or caches locally (e.g. ``alallo/tiny-gpt2``)."""
+        return self.data_dir / "models"

@@ -1,0 +1,70 @@
+"""Durable state in SQL (SQLAlchemy Core; SQLite by default, PostgreSQL for many processes):
+accounts and keys, training files, jobs with their events, log and ledger, dashboard
+sessions, and the schema's migrations. No SQLAlchemy error leaves this wing: an unreachable
+or broken database raises :class:`StoreUnavailable`.
+
+- :mod:`~alallo.store._store`: :class:`Store`, the one object the runtime holds (its parts:
+  ``_accounts``, ``_files``, ``_sessions``, ``_saves``); :mod:`~alallo.store._schema`: the tables.
+- :mod:`~alallo.store._group_commit`: concurrent writes gathered into one transaction.
+- :mod:`~alallo.store._checkpoints`: :class:`JobCheckpoints`, the supervisor's checkpoint
+  store over job rows; :mod:`~alallo.store._tolerant`: reading rows that no longer validate.
+- :mod:`~alallo.store._migrations`: running Alembic's scripts (``migrations/``).
+
+Names load on first use (PEP 562), so importing one module of the wing does not
+import the rest of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import _schema as schema
+    from ._checkpoints import JobCheckpoints as JobCheckpoints
+    from ._schema import LIVE_STATUSES as LIVE_STATUSES
+    from ._schema import NOTIFY_CHANNEL as NOTIFY_CHANNEL
+    from ._store import FileRow as FileRow
+    from ._store import LeaseLost as LeaseLost
+    from ._store import Store as Store
+    from ._store import StoreUnavailable as StoreUnavailable
+    from ._tolerant import read_item as read_item
+
+_ORIGINS: dict[str, tuple[str, str | None]] = {
+    "FileRow": ("._store", "FileRow"),
+    "JobCheckpoints": ("._checkpoints", "JobCheckpoints"),
+    "LIVE_STATUSES": ("._schema", "LIVE_STATUSES"),
+    "LeaseLost": ("._store", "LeaseLost"),
+    "NOTIFY_CHANNEL": ("._schema", "NOTIFY_CHANNEL"),
+    "Store": ("._store", "Store"),
+    "StoreUnavailable": ("._store", "StoreUnavailable"),
+    "read_item": ("._tolerant", "read_item"),
+    "schema": ("._schema", None),
+}
+"""Each public name: the module it comes from, and its name there (None: the module)."""
+
+
+def head_revision() -> str:
+    """The newest schema revision alallo ships (:func:`alallo.store._migrations.head_revision`;
+    imports Alembic, so only when asked)."""
+    from alallo.store._migrations import head_revision as newest
+
+    return newest()
+
+
+def __getattr__(name: str) -> Any:
+    origin = _ORIGINS.get(name)
+    if origin is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(origin[0], __name__)
+    value = module if origin[1] is None else getattr(module, origin[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "FileRow", "JobCheckpoints", "LeaseLost", "Store",
+           "StoreUnavailable", "head_revision", "read_item", "schema"]

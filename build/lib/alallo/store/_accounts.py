@@ -1,0 +1,147 @@
+"""The store's accounts and API keys (a part of :class:`alallo._store.Store`).
+
+Keys are kept as their SHA-256 hash (:mod:`alallo._keys`) and their first
+characters, never whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .._errors import NotFound
+from ._schema import accounts, api_keys
+
+__all__ = ["AccountRows", "insert_new"]
+
+T = TypeVar("T")
+
+
+def insert_new(c: sa.Connection, table: sa.Table) -> Any:
+    """``INSERT`` that leaves an existing row (same primary key) as it is, without an error."""
+    if c.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if c.dialect.name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    return table.insert().prefix_with("IGNORE")  # MySQL's spelling of the same
+
+
+class AccountRows:
+    """Accounts and API keys; :class:`~alallo._store.Store` has these methods.
+
+    Every method runs in a worker thread and raises ``StoreUnavailable`` when
+    the database fails.
+    """
+
+    if TYPE_CHECKING:
+        async def _read(self, fn: Callable[[sa.Connection], T]) -> T: ...
+        async def _write(self, fn: Callable[[sa.Connection], T]) -> T: ...
+
+    async def ensure_account(self, account_id: str, name: str, balance: float, now: int,
+                             *, billing_limit: float = 0.0, allow_commands: bool = False) -> None:
+        """Create the account unless it exists (an existing one is left as it is).
+
+        Idempotent also when several servers start at once on a fresh database:
+        one insert wins, the others change nothing (``ON CONFLICT DO NOTHING``).
+        """
+        def run(c: sa.Connection) -> None:
+            c.execute(insert_new(c, accounts).values(
+                id=account_id, name=name, balance=balance, billing_limit=billing_limit,
+                created_at=now, allow_commands=allow_commands))
+        await self._write(run)
+
+    async def add_api_key(self, key_hash: str, account_id: str, now: int) -> None:
+        """Register a key (by its hash) for an account; idempotent, as :meth:`ensure_account`."""
+        def run(c: sa.Connection) -> None:
+            c.execute(insert_new(c, api_keys).values(key_hash=key_hash, account_id=account_id,
+                                                      created_at=now))
+        await self._write(run)
+
+    async def account_for_key(self, key_hash: str) -> str | None:
+        """The account a key belongs to, or None."""
+        def run(c: sa.Connection) -> str | None:
+            row = c.execute(sa.select(api_keys.c.account_id)
+                            .where(api_keys.c.key_hash == key_hash,
+                                   api_keys.c.revoked_at.is_(None))).first()
+            return row[0] if row else None
+        return await self._read(run)
+
+    async def get_account(self, account_id: str) -> dict[str, Any] | None:
+        """An account's row (``id, name, balance, billing_limit, created_at,
+        allow_commands``), or None."""
+        def run(c: sa.Connection) -> dict[str, Any] | None:
+            row = c.execute(sa.select(accounts).where(accounts.c.id == account_id)).first()
+            return dict(row._mapping) if row else None
+        return await self._read(run)
+
+    async def list_accounts(self) -> list[dict[str, Any]]:
+        """Every account's row, oldest first."""
+        def run(c: sa.Connection) -> list[dict[str, Any]]:
+            rows = c.execute(sa.select(accounts).order_by(accounts.c.created_at, accounts.c.id))
+            return [dict(r._mapping) for r in rows]
+        return await self._read(run)
+
+    async def create_api_key(self, key_hash: str, account_id: str, prefix: str,
+                             now: int) -> None:
+        """Register a new key of an existing account, by its hash and its prefix.
+
+        Raises:
+            NotFound: no account ``account_id``.
+        """
+        def run(c: sa.Connection) -> None:
+            if not c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
+                raise NotFound(f"no account {account_id!r}", param="account")
+            c.execute(api_keys.insert().values(key_hash=key_hash, account_id=account_id,
+                                               prefix=prefix, created_at=now))
+        await self._write(run)
+
+    async def find_api_keys(self, *, key_hash: str | None = None, prefix: str | None = None,
+                            account_id: str | None = None) -> list[dict[str, Any]]:
+        """Keys (``key_hash, account_id, prefix, created_at, revoked_at``), oldest first.
+
+        ``key_hash`` matches one key exactly; ``prefix`` every key whose stored
+        prefix starts with it; ``account_id`` an account's keys; none: every key.
+        """
+        def run(c: sa.Connection) -> list[dict[str, Any]]:
+            query = sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_hash)
+            if key_hash is not None:
+                query = query.where(api_keys.c.key_hash == key_hash)
+            if prefix is not None:
+                query = query.where(api_keys.c.prefix.startswith(prefix, autoescape=True))
+            if account_id is not None:
+                query = query.where(api_keys.c.account_id == account_id)
+            return [dict(r._mapping) for r in c.execute(query)]
+        return await self._read(run)
+
+    async def revoke_api_key(self, key_hash: str, now: int) -> bool:
+        """Revoke a key for good (it stays listed); False if it was revoked already."""
+        def run(c: sa.Connection) -> bool:
+            done = c.execute(api_keys.update().where(api_keys.c.key_hash == key_hash,
+                                                     api_keys.c.revoked_at.is_(None))
+                             .values(revoked_at=now))
+            return bool(done.rowcount)
+        return await self._write(run)
+
+    async def allows_commands(self, account_id: str) -> bool:
+        """Whether the account may send a command of its own (False for an unknown one)."""
+        def run(c: sa.Connection) -> bool:
+            row = c.execute(sa.select(accounts.c.allow_commands)
+                            .where(accounts.c.id == account_id)).first()
+            return bool(row[0]) if row else False
+        return await self._read(run)
+
+    async def set_allow_commands(self, account_id: str, allow: bool) -> None:
+        """Allow or forbid the account's own commands.
+
+        Raises:
+            NotFound: no account ``account_id``.
+        """
+        def run(c: sa.Connection) -> None:
+            done = c.execute(accounts.update().where(accounts.c.id == account_id)
+                             .values(allow_commands=allow))
+            if not done.rowcount:
+                raise NotFound(f"no account {account_id!r}", param="account")
+        await self._write(run)

@@ -1,0 +1,95 @@
+"""The store's training files (a part of :class:`alallo._store.Store`): ``FileRow`` and its rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+
+from ._schema import LIVE_STATUSES, files, jobs
+
+__all__ = ["FileRow", "FileRows"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A stored training file."""
+
+    id: str
+    account_id: str
+    filename: str
+    bytes: int
+    purpose: str
+    created_at: int
+    line_count: int
+    format: str
+    sha256: str
+    path: str
+
+    def public(self) -> dict[str, Any]:
+        """The file object of the HTTP API."""
+        return {
+            "id": self.id, "object": "file", "filename": self.filename, "bytes": self.bytes,
+            "purpose": self.purpose, "created_at": self.created_at,
+            "line_count": self.line_count, "format": self.format,
+            "status": "processed", "status_details": None,
+        }
+
+
+class FileRows:
+    """Training files' rows; :class:`~alallo._store.Store` has these methods.
+
+    Every method runs in a worker thread and raises ``StoreUnavailable`` when
+    the database fails.
+    """
+
+    if TYPE_CHECKING:
+        async def _read(self, fn: Callable[[sa.Connection], T]) -> T: ...
+        async def _write(self, fn: Callable[[sa.Connection], T]) -> T: ...
+
+    async def insert_file(self, row: FileRow) -> None:
+        """Store a checked file's record."""
+        await self._write(lambda c: c.execute(files.insert().values(**row.__dict__)))
+
+    async def get_file(self, account_id: str, file_id: str) -> FileRow | None:
+        """One of the account's files, or None."""
+        def run(c: sa.Connection) -> FileRow | None:
+            row = c.execute(sa.select(files).where(files.c.id == file_id,
+                                                   files.c.account_id == account_id)).first()
+            return FileRow(**row._mapping) if row else None
+        return await self._read(run)
+
+    async def files_by_id(self, file_ids: Sequence[str]) -> list[FileRow]:
+        """The files with these ids, of any account (in bulk, for recovery); unknown ids are left out."""
+        def run(c: sa.Connection) -> list[FileRow]:
+            wanted = list(dict.fromkeys(file_ids))
+            found: list[FileRow] = []
+            for start in range(0, len(wanted), 500):  # bound the IN list
+                rows = c.execute(sa.select(files).where(files.c.id.in_(wanted[start:start + 500])))
+                found += [FileRow(**r._mapping) for r in rows]
+            return found
+        return await self._read(run)
+
+    async def list_files(self, account_id: str) -> list[FileRow]:
+        """The account's files, newest first."""
+        def run(c: sa.Connection) -> list[FileRow]:
+            rows = c.execute(sa.select(files).where(files.c.account_id == account_id)
+                             .order_by(files.c.created_at.desc(), files.c.id.desc()))
+            return [FileRow(**r._mapping) for r in rows]
+        return await self._read(run)
+
+    async def delete_file(self, account_id: str, file_id: str) -> bool:
+        """Forget a file unless a live job uses it; True when it was deleted."""
+        def run(c: sa.Connection) -> bool:
+            in_use = c.execute(sa.select(jobs.c.id).where(
+                jobs.c.training_file == file_id, jobs.c.status.in_(LIVE_STATUSES))).first()
+            if in_use:
+                return False
+            c.execute(files.delete().where(files.c.id == file_id,
+                                           files.c.account_id == account_id))
+            return True
+        return await self._write(run)

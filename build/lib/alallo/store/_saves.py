@@ -1,0 +1,172 @@
+"""How a batch of jobs' changes is written (a part of :class:`alallo._store.Store`): the job
+rows (fenced by their lease epoch), their events and log lines, the accounts' feeds, the
+ledger and balances, and on PostgreSQL the NOTIFY of the other processes, with a few
+statements for the whole batch (:mod:`alallo._group_commit` gathers it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from .._errors import LeaseLost
+from ..jobs import Event, Job, LedgerEntry, LogLine
+from ._schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
+
+__all__ = ["Save", "balance_of", "save_many"]
+
+# The statements of the hot path (every trainer line is a save_job), built once:
+# building a Core statement costs several times what running it does.
+_UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
+    status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
+    state=sa.bindparam("new_state"))
+_UPDATE_OWNED_JOB = _UPDATE_JOB.where(jobs.c.epoch == sa.bindparam("lease_epoch"))
+_INSERT_JOB = jobs.insert()
+_INSERT_JOB_NUMBERED = jobs.insert().values(
+    # SQLite writes one at a time: the next number is free (PostgreSQL: an identity).
+    number=sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1).scalar_subquery())
+_INSERT_ITEMS = job_items.insert()
+_FEED_STATES = sa.select(job_feed.c.job_id, job_feed.c.state_seq).where(
+    job_feed.c.job_id.in_(sa.bindparam("job_ids", expanding=True)))
+_LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
+                 .with_for_update())
+_NEXT_POSITION = (sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0) + 1)
+                  .where(job_feed.c.account_id == sa.bindparam("account_id")))
+_INSERT_FEED = job_feed.insert()
+_MOVE_FEED = job_feed.update().where(job_feed.c.job_id == sa.bindparam("feed_job_id")).values(
+    position=sa.bindparam("new_position"), state_seq=sa.bindparam("new_state_seq"))
+_BALANCE = (sa.select(accounts.c.balance, accounts.c.billing_limit)
+            .where(accounts.c.id == sa.bindparam("account_id")))
+_LEDGER_ENTRY = sa.select(ledger.c.job_id).where(
+    ledger.c.job_id == sa.bindparam("job_id"), ledger.c.kind == sa.bindparam("entry_kind"),
+    ledger.c.first_step == sa.bindparam("entry_first_step"))
+_INSERT_LEDGER = ledger.insert()
+_ADD_TO_BALANCE = accounts.update().where(accounts.c.id == sa.bindparam("account_id")).values(
+    balance=accounts.c.balance + sa.bindparam("delta", type_=sa.Float))
+
+_NOTIFY_MANY = sa.text("SELECT pg_notify(:channel, payload) "
+                       "FROM unnest(CAST(:payloads AS text[])) AS payload")
+
+
+def balance_of(c: sa.Connection, account_id: str) -> tuple[float, float]:
+    """The account's ``(balance, billing_limit)`` in USD; ``(0, 0)`` for an unknown account."""
+    row = c.execute(_BALANCE, {"account_id": account_id}).first()
+    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+
+
+def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
+    key = {"job_id": job.id, "entry_kind": entry.kind, "entry_first_step": entry.first_step}
+    if c.execute(_LEDGER_ENTRY, key).first():
+        return  # already applied: charges are idempotent per step range
+    c.execute(_INSERT_LEDGER, {
+        "job_id": job.id, "kind": entry.kind, "first_step": entry.first_step,
+        "last_step": entry.last_step, "account_id": job.account_id, "amount": entry.amount,
+        "created_at": int(time.time())})
+    delta = -entry.amount if entry.kind == "charge" else entry.amount
+    c.execute(_ADD_TO_BALANCE, {"account_id": job.account_id, "delta": delta})
+
+
+@dataclass(frozen=True)
+class Save:
+    """One :meth:`Store.save_job` call, waiting for its batch."""
+
+    job: Job
+    state: str
+    events: tuple[Event, ...]
+    log: tuple[LogLine, ...]
+    entries: tuple[LedgerEntry, ...]
+    insert: bool
+    epoch: int | None
+    owner: str | None
+
+
+def save_many(c: sa.Connection, saves: Sequence[Save], notify_as: str | None) -> None:
+    """Write several jobs' changes (each job once) with a few statements for all of them.
+
+    Raises:
+        LeaseLost: a fenced change found another epoch (the caller commits nothing).
+    """
+    if not saves:
+        return
+    inserts = [{"id": s.job.id, "account_id": s.job.account_id, "created_at": s.job.created_at,
+                "training_file": s.job.spec.training_file, "status": s.job.status.value,
+                "seq": s.job.seq, "state": s.state, "owner": s.owner,
+                "epoch": 0 if s.owner is None else 1} for s in saves if s.insert]
+    if inserts:
+        c.execute(_INSERT_JOB if c.dialect.name == "postgresql" else _INSERT_JOB_NUMBERED,
+                  inserts)
+    plain = [_update_params(s) for s in saves if not s.insert and s.epoch is None]
+    if plain:
+        c.execute(_UPDATE_JOB, plain)
+    fenced = [s for s in saves if not s.insert and s.epoch is not None]
+    if fenced:
+        params = [{**_update_params(s), "lease_epoch": s.epoch} for s in fenced]
+        if c.dialect.supports_sane_multi_rowcount:
+            if c.execute(_UPDATE_OWNED_JOB, params).rowcount != len(fenced):
+                # Which one is not known here: the batch is retried one change at a time.
+                raise LeaseLost(fenced[0].job.id, fenced[0].epoch or 0)
+        else:
+            for save, one in zip(fenced, params, strict=True):
+                if c.execute(_UPDATE_OWNED_JOB, one).rowcount != 1:
+                    raise LeaseLost(save.job.id, save.epoch or 0)
+    if notify_as is not None:
+        c.execute(_NOTIFY_MANY, {"channel": NOTIFY_CHANNEL, "payloads": [
+            f"j {notify_as} {s.job.id} {s.job.account_id}" for s in saves]})
+    rows = []
+    for s in saves:
+        job = s.job
+        rows += [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
+                  "data": e.model_dump_json()} for e in s.events]
+        rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
+                  "data": line.model_dump_json()} for line in s.log]
+    if rows:
+        c.execute(_INSERT_ITEMS, rows)
+    _touch_feeds(c, [s.job for s in saves], {s.job.id for s in saves if s.insert})
+    for s in saves:
+        for entry in s.entries:
+            _apply_entry(c, s.job, entry)
+
+
+def _update_params(s: Save) -> dict[str, Any]:
+    return {"job_id": s.job.id, "new_status": s.job.status.value, "new_seq": s.job.seq,
+            "new_state": s.state}
+
+
+def _touch_feeds(c: sa.Connection, batch: Sequence[Job], created: set[str]) -> None:
+    # Moves each job whose state changed (log lines alone do not) to the end of its
+    # account's feed, in the batch's order, at consecutive positions. The next
+    # position is read in the same transaction: SQLite runs one writer at a time;
+    # on PostgreSQL, where jobs of one account are written from several processes
+    # at once, the account's row is locked first (accounts in sorted order, so two
+    # writers cannot deadlock), so the next writer waits and then reads the
+    # positions this one took (the unique index stays as a guard).
+    known: dict[str, int] = {}
+    if updated := [job.id for job in batch if job.id not in created]:
+        known = dict(c.execute(_FEED_STATES, {"job_ids": updated}).all())
+    moved = [job for job in batch if known.get(job.id) != job.state_seq]
+    if not moved:
+        return
+    by_account: dict[str, list[Job]] = {}
+    for job in moved:
+        by_account.setdefault(job.account_id, []).append(job)
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for account_id in sorted(by_account):
+        if c.dialect.name != "sqlite":
+            c.execute(_LOCK_ACCOUNT, {"account_id": account_id})
+        position = c.execute(_NEXT_POSITION, {"account_id": account_id}).scalar_one()
+        for job in by_account[account_id]:
+            if job.id in known:
+                updates.append({"feed_job_id": job.id, "new_position": position,
+                                "new_state_seq": job.state_seq})
+            else:
+                inserts.append({"job_id": job.id, "account_id": account_id,
+                                "position": position, "state_seq": job.state_seq})
+            position += 1
+    if inserts:
+        c.execute(_INSERT_FEED, inserts)
+    if updates:
+        c.execute(_MOVE_FEED, updates)

@@ -1,0 +1,47 @@
+"""Trainers: the processes that do the training, and the protocol they speak.
+
+alallo runs a trainer as ``<command> <config.json>`` and reads JSON lines
+from its stdout (see :mod:`alallo.trainers._protocol` and
+``docs/trainer-protocol.md``). Two trainers ship here:
+
+- ``python -m alallo.trainers.trl``: real fine-tuning with TRL's
+  ``SFTTrainer`` (LoRA or full, CPU or CUDA);
+- ``python -m alallo.trainers.simulated``: the same protocol with no torch,
+  scripted and fast, for tests and load runs.
+
+:func:`ensure_model` resolves a model name to a local directory, building
+the built-in ``alallo/tiny-gpt2`` on first use. Importing this package does
+not import torch, transformers or datasets.
+"""
+
+from __future__ import annotations
+
+from ._protocol import Checkpoint as Checkpoint
+from ._protocol import Done as Done
+from ._protocol import Error as Error
+from ._protocol import Integration as Integration
+from ._protocol import Log as Log
+from ._protocol import Progress as Progress
+from ._protocol import Stage as Stage
+from ._protocol import TrainerConfig as TrainerConfig
+from ._protocol import TrainerMessage as TrainerMessage
+from ._protocol import WandbConfig as WandbConfig
+from ._protocol import emit as emit
+from ._protocol import parse_line as parse_line
+from .tiny import ensure_model as ensure_model
+
+__all__ = [
+    "Checkpoint",
+    "Done",
+    "Error",
+    "Integration",
+    "Log",
+    "Progress",
+    "Stage",
+    "TrainerConfig",
+    "TrainerMessage",
+    "WandbConfig",
+    "emit",
+    "ensure_model",
+    "parse_line",
+]

@@ -1,0 +1,205 @@
+"""The trainer protocol: a JSON config in, JSON lines out.
+
+A trainer is a process. alallo starts it as ``<command> <config.json>``; the
+config file holds one :class:`TrainerConfig`. The trainer writes one JSON
+object per line to stdout, each one of the :data:`TrainerMessage` kinds below,
+and exits 0 after a ``done`` line. Anything else it prints to stdout that is
+not a protocol line, and everything on stderr, is kept as a plain log line.
+
+A trainer exits non-zero after an ``error`` line, or without one when it
+crashes; the runtime then treats the failure as a platform error unless the
+``error`` line says ``"kind": "user"`` (bad data, a bad setting).
+
+The full description, with an example session, is ``docs/trainer-protocol.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "Checkpoint",
+    "Done",
+    "Error",
+    "Integration",
+    "Log",
+    "Progress",
+    "Stage",
+    "TrainerConfig",
+    "TrainerMessage",
+    "WandbConfig",
+    "emit",
+    "parse_line",
+]
+
+
+class WandbConfig(BaseModel):
+    """Report metrics to Weights & Biases (the job's W&B integration)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str
+    api_key: str
+    name: str | None = None
+    entity: str | None = None
+    mode: Literal["online", "offline"] = "online"
+    base_url: str | None = None
+    dir: str
+    """Where W&B keeps its local files (the offline run, logs)."""
+
+
+class TrainerConfig(BaseModel):
+    """What a trainer is asked to do; written as JSON to the config file.
+
+    Paths are absolute. ``max_steps`` is already resolved by the runtime (from
+    ``n_epochs`` and the file's line count when the user gave no
+    ``max_steps``), so every trainer trains the same number of steps.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    model: str
+    """A local Hugging Face model directory."""
+    model_name: str
+    """The catalogue name the user chose, e.g. ``alallo/tiny-gpt2``."""
+    training_file: str
+    """A JSONL file already checked on upload."""
+    data_format: Literal["text", "messages", "prompt_completion"]
+    output_dir: str
+    """Where the fine-tuned model goes (created by the trainer)."""
+    checkpoint_dir: str
+    """Where checkpoints go: one sub-directory ``checkpoint-<step>`` per checkpoint."""
+    resume_from: str | None = None
+    """A checkpoint directory to continue from, or None for a fresh start."""
+    adapter: Literal["lora", "full"] = "lora"
+    precision: Literal["16-bit", "4-bit"] = "16-bit"
+    max_steps: int = Field(gt=0)
+    n_epochs: int = Field(default=1, gt=0)
+    batch_size: int = Field(default=4, gt=0)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    lora_rank: int = Field(default=8, gt=0)
+    max_seq_length: int = Field(default=128, gt=0)
+    seed: int = 0
+    logging_steps: int = Field(default=10, gt=0)
+    """Report the loss every this many steps (the seeds: every 10 steps)."""
+    save_steps: int = Field(default=10, gt=0)
+    """Save a checkpoint every this many steps."""
+    step_delay_s: float = Field(default=0.0, ge=0)
+    """Simulated trainer only: seconds each step takes."""
+    fail_at_step: int | None = None
+    """Simulated trainer only: exit with a platform error at this step."""
+    memory_gb: float | None = None
+    """Simulated trainer only: the planned memory per device it reports, GB."""
+    memory_surprise: float = Field(default=1.0, ge=1.0)
+    """Simulated trainer only: from step 3 it reports this many times the planned memory."""
+    step_noise: float = Field(default=0.0, ge=0.0)
+    """Simulated trainer only: log-normal sigma of each step's time (mean ``step_delay_s``)."""
+    slow_step_every: int | None = None
+    """Simulated trainer only: every this many steps, one slow step."""
+    slow_step_factor: float = 10.0
+    """Simulated trainer only: how much slower a slow step is."""
+    wandb: WandbConfig | None = None
+    """Report metrics to W&B; the trainer reports an ``Integration`` line first."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Log(_Message):
+    """A line for the training log, shown to the user as is."""
+
+    type: Literal["log"] = "log"
+    text: str
+
+
+class Stage(_Message):
+    """A milestone before training: the model or data is loaded, training starts.
+
+    ``hash`` identifies the artifact the stage concerns (model or data), as
+    the events list shows it.
+    """
+
+    type: Literal["stage"] = "stage"
+    stage: Literal["model_loaded", "data_loaded", "training_start"]
+    hash: str | None = None
+
+
+class Progress(_Message):
+    """One optimizer step is done. ``loss`` is set on logging steps only."""
+
+    type: Literal["progress"] = "progress"
+    step: int = Field(ge=0)
+    max_steps: int = Field(gt=0)
+    epoch: float | None = None
+    loss: float | None = None
+    memory_gb: float | None = None
+    """Peak device memory so far, GB (per device); a job that needs more than its
+    placement has is re-scheduled on a bigger one."""
+
+
+class Checkpoint(_Message):
+    """A checkpoint was saved at ``step``; ``path`` is a directory to resume from."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    step: int = Field(ge=0)
+    path: str
+    hash: str | None = None
+
+
+class Done(_Message):
+    """Training finished; the fine-tuned model is at ``model_path``."""
+
+    type: Literal["done"] = "done"
+    model_path: str
+    hash: str | None = None
+
+
+class Integration(_Message):
+    """An integration (W&B) started, or failed to: a failure cancels the job."""
+
+    type: Literal["integration"] = "integration"
+    name: Literal["wandb"] = "wandb"
+    ok: bool
+    message: str
+
+
+class Error(_Message):
+    """Training failed. ``kind`` tells a user error from a platform error."""
+
+    type: Literal["error"] = "error"
+    kind: Literal["user", "platform"]
+    message: str
+
+
+TrainerMessage = Annotated[
+    Log | Stage | Progress | Checkpoint | Done | Error | Integration,
+    Field(discriminator="type"),
+]
+_ADAPTER: TypeAdapter[Log | Stage | Progress | Checkpoint | Done | Error | Integration] = (
+    TypeAdapter(TrainerMessage)
+)
+
+
+def parse_line(line: str) -> Log | Stage | Progress | Checkpoint | Done | Error | Integration:
+    """Parse one line a trainer printed.
+
+    A line that is not a protocol message (plain text, a library's warning)
+    becomes a :class:`Log` with that text, so nothing a trainer prints is lost.
+    """
+    text = line.rstrip("\r\n")
+    if text.startswith("{"):
+        try:
+            return _ADAPTER.validate_python(json.loads(text))
+        except ValueError:
+            pass
+    return Log(text=text)
+
+
+def emit(message: _Message) -> None:
+    """Print one protocol line to stdout and flush it (for trainers)."""
+    print(message.model_dump_json(exclude_none=True), flush=True)

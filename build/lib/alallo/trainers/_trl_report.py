@@ -1,0 +1,138 @@
+"""What a TRL run tells the server (the trainer protocol, :mod:`alallo.trainers._protocol`):
+protocol lines on the real stdout, each step's progress and loss from a ``TrainerCallback``,
+checkpoints with their hashes.
+
+Part of :mod:`alallo.trainers.trl`; imported in the trainer's process only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._data import tree_hash
+from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, emit
+from ._wandb import WandbRun
+
+__all__ = ["NOT_HASHED", "ProtocolOut", "checkpoint_step", "model_hash", "progress_callback"]
+
+NOT_HASHED = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state", "training_args.bin")
+"""Files of a checkpoint left out of its hash: optimizer, scheduler and RNG state serve
+resuming only; the pickled arguments hold paths."""
+
+
+class ProtocolOut:
+    """Writes protocol lines to the real stdout, given when entered.
+
+    Inside ``with ProtocolOut() as out:`` ``sys.stdout`` is stderr: libraries
+    print to stdout now and then (``Trainer``'s log printer, stray warnings),
+    and this keeps stdout protocol lines only.
+    """
+
+    def __init__(self) -> None:
+        self._stream: TextIO = sys.stdout
+
+    def __enter__(self) -> ProtocolOut:
+        self._stream = sys.stdout
+        sys.stdout = sys.stderr
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.stdout = self._stream
+
+    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error | Integration) -> None:
+        with contextlib.redirect_stdout(self._stream):
+            emit(message)
+
+
+def model_hash(directory: Path) -> str:
+    """The hash of a saved model or checkpoint directory, less :data:`NOT_HASHED`: identical
+    runs hash alike."""
+    # Optimizer, scheduler and RNG state are big and only serve resuming; the
+    # pickled arguments hold paths. Without them, identical runs hash alike.
+    return tree_hash(directory, skip=NOT_HASHED)
+
+
+def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
+    """A ``transformers.TrainerCallback`` that reports each step once, in order (a
+    ``progress`` line, with the loss on logging steps), each checkpoint with its hash, and
+    the loss to W&B when ``run`` is given."""
+    from transformers import TrainerCallback
+
+    class _ProgressCallback(TrainerCallback):
+        """Reports each step once, in order, with its loss on logging steps.
+
+        ``on_step_end`` runs before ``Trainer`` logs the step, so a logging
+        step is held back until ``on_log`` brings its loss; any hook after
+        that (save, next step, end) reports a held step without one.
+        """
+
+        def __init__(self) -> None:
+            self._reported = -1
+            self._held: int | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+            if state.global_step >= state.max_steps:
+                control.should_log = True  # the last step's loss, not just every logging_steps
+            if control.should_log:
+                self._held = state.global_step
+            else:
+                self._report(state, None)
+
+        def on_log(
+            self,
+            args: Any,
+            state: Any,
+            control: Any,
+            logs: dict[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> None:
+            if self._held == state.global_step and logs is not None and "loss" in logs:
+                self._held = None
+                self._report(state, float(logs["loss"]))
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            out(Checkpoint(step=state.global_step, path=str(path), hash=model_hash(path)))
+            out(Log(text=f"Checkpoint saved at step {state.global_step}"))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._flush(state)
+
+        def _flush(self, state: Any) -> None:
+            if self._held is not None:
+                self._held = None
+                self._report(state, None)
+
+        def _report(self, state: Any, loss: float | None) -> None:
+            step = state.global_step
+            if step <= self._reported:
+                return
+            self._reported = step
+            out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
+            if loss is not None:
+                out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
+                if run is not None:
+                    run.log({"train/loss": loss}, step=step)
+
+    return _ProgressCallback()
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step a ``Trainer`` checkpoint directory was saved at (its ``trainer_state.json``).
+
+    Raises:
+        RuntimeError: ``path`` is not a readable ``Trainer`` checkpoint.
+    """
+    try:
+        return int(json.loads((path / "trainer_state.json").read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(
+            f"cannot resume from {path}: expected a Trainer checkpoint directory "
+            f"with trainer_state.json ({exc})"
+        ) from exc

@@ -1,0 +1,173 @@
+"""The built-in ``alallo/tiny-gpt2`` model, built offline with random weights.
+
+It is a GPT-2-shaped causal LM small enough to fine-tune on a laptop CPU in
+seconds (two layers of width 64, about 130k parameters), so the whole path
+from upload to a trained model can run in tests and demos with no download.
+
+Its tokenizer is byte-level: the 256 byte symbols of GPT-2's
+``bytes_to_unicode`` table are the vocabulary, with no merges, plus
+``<|endoftext|>`` as the end-of-sequence and padding token. Every string
+therefore tokenizes to one token per UTF-8 byte, and nothing needs training.
+A small chat template makes ``messages`` data work too.
+
+torch and transformers are imported inside :func:`build_tiny_gpt2` only, so
+importing this module (and calling :func:`ensure_model` on a path) stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "EOS_TOKEN",
+    "TINY_GPT2",
+    "build_tiny_gpt2",
+    "ensure_model",
+]
+
+TINY_GPT2 = "alallo/tiny-gpt2"
+"""The catalogue name of the built-in model."""
+
+EOS_TOKEN = "<|endoftext|>"
+"""End-of-sequence token; also the padding token (id 256)."""
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\n' + message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{{ '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
+"""Jinja chat template: ``<|role|>`` header lines; assistant turns end with EOS."""
+
+_N_LAYER = 2
+_N_HEAD = 2
+_N_EMBD = 64
+_N_POSITIONS = 256
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    # GPT-2's table (openai/gpt-2 encoder.py): printable bytes map to
+    # themselves, the rest to code points from 256 up, so no byte becomes
+    # whitespace or a control character in the vocabulary.
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    table: dict[int, str] = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
+    """Build the tiny model and its tokenizer into ``path``, unless it exists.
+
+    The model is built in a temporary sibling directory and renamed into
+    place, so a reader never sees half a model and two processes building at
+    once both end up with one complete directory (the loser of the rename
+    discards its copy).
+
+    Args:
+        path: The model directory to create; its parent is created if needed.
+        seed: Seed for the random weights: the same seed gives the same model.
+
+    Returns:
+        ``path``, holding ``config.json``, ``model.safetensors`` and the
+        tokenizer files, loadable with ``AutoModelForCausalLM`` and
+        ``AutoTokenizer``.
+
+    Raises:
+        OSError: The directory could not be written.
+    """
+    if (path / "config.json").is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        _write_model(tmp, seed=seed)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            # Someone else finished first (the target is a non-empty dir).
+            if not (path / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _write_model(directory: Path, *, seed: int) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    byte_symbols = _bytes_to_unicode()
+    vocab = {symbol: i for i, symbol in enumerate(byte_symbols[b] for b in range(256))}
+    eos_id = len(vocab)
+    vocab[EOS_TOKEN] = eos_id
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([EOS_TOKEN])
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=backend,
+        eos_token=EOS_TOKEN,
+        bos_token=EOS_TOKEN,
+        pad_token=EOS_TOKEN,
+        unk_token=None,
+        model_max_length=_N_POSITIONS,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+
+    config = GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=_N_POSITIONS,
+        n_embd=_N_EMBD,
+        n_layer=_N_LAYER,
+        n_head=_N_HEAD,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
+    )
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(config)
+    model.generation_config.pad_token_id = eos_id
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def ensure_model(name_or_path: str, models_dir: Path) -> Path:
+    """Resolve a model name to a local model directory, building the tiny one.
+
+    Args:
+        name_or_path: ``"alallo/tiny-gpt2"``, or the path of an existing local
+            Hugging Face model directory.
+        models_dir: Where built-in models live; ``alallo/tiny-gpt2`` becomes
+            ``models_dir / "alallo--tiny-gpt2"``, built on first use.
+
+    Returns:
+        The model directory.
+
+    Raises:
+        ValueError: ``name_or_path`` is neither the built-in name nor an
+            existing directory (models are never downloaded).
+    """
+    if name_or_path == TINY_GPT2:
+        return build_tiny_gpt2(models_dir / TINY_GPT2.replace("/", "--"))
+    local = Path(name_or_path).expanduser()
+    if local.is_dir():
+        return local
+    raise ValueError(
+        f"unknown model {name_or_path!r}: expected {TINY_GPT2!r} or an existing local "
+        "model directory (models are not downloaded)"
+    )

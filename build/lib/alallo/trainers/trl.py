@@ -1,0 +1,263 @@
+"""The real trainer: supervised fine-tuning with TRL's ``SFTTrainer``.
+
+``python -m alallo.trainers.trl CONFIG.json`` fine-tunes the local model
+``config.model`` on ``config.training_file`` and speaks the trainer protocol
+(:mod:`alallo.trainers._protocol`) on stdout. When ``model_name`` is
+``alallo/tiny-gpt2`` and ``config.model`` does not exist yet, the trainer
+builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
+
+1. ``Log`` + ``Stage(model_loaded)`` (hash: the model's ``config.json``),
+   ``Stage(data_loaded)`` (hash: the training file), ``Stage(training_start)``;
+2. one ``Progress`` per optimizer step, carrying the loss (the mean since the
+   previous report, as ``Trainer`` logs it) every ``logging_steps`` and at the
+   last step, each with a ``Step N/M: loss X`` log line;
+3. a ``Checkpoint`` per ``Trainer`` checkpoint (``checkpoint_dir/checkpoint-<step>``,
+   every ``save_steps`` and at the last step; the newest two are kept), its
+   hash a digest of its files but the optimizer, scheduler and RNG state;
+4. the model saved to ``output_dir`` (LoRA: the adapter; full: the whole
+   model; both with the tokenizer), then ``Done`` and exit 0.
+
+What the user gave is the user's to fix: a bad data line, an impossible
+setting, or their own model (an absolute path, not a catalogue name) that
+has no ``config.json`` or that transformers cannot load, each end with
+``Error(kind="user")``, so the job fails at once with "Training failed: ..."
+and is not restarted. Anything else, alallo's own models included (a
+catalogue model that does not load is alallo's fault), and out of memory,
+ends with ``Error(kind="platform")`` and a traceback on stderr; both exit 1.
+
+LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
+architectures peft knows, and every linear layer otherwise. ``4-bit`` is
+QLoRA through bitsandbytes and needs CUDA. On CUDA training runs in bf16 when
+the GPU supports it; elsewhere on the CPU in fp32.
+
+Start-up is dominated by importing torch, transformers, peft and TRL (about
+6 s on a CPU machine): the data file is read and checked first, with the
+standard library only, so a bad file fails in well under a second. The
+runtime skips that cost: it forks this trainer from a warm process that has
+imported those libraries once, and calls :func:`main` there
+(:mod:`alallo.executors._warm_process`). Each run is a fresh fork, so nothing one
+run changes is seen by the next; what must hold is that importing this module
+initialises no CUDA (a CUDA context does not survive a fork).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from ._data import UserDataError, file_hash, read_rows
+from ._env import QUIET_ENV
+from ._protocol import Done, Error, Log, Stage, TrainerConfig
+from ._trl_model import (
+    UserModelError,
+    is_users_model,
+    load_model,
+    lora_config,
+    quiet_libraries,
+)
+from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
+from ._wandb import WandbFailed, WandbRun, start_wandb
+from .tiny import TINY_GPT2, build_tiny_gpt2
+
+if TYPE_CHECKING:
+    from datasets import Dataset  # type: ignore[import-untyped]
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["main"]
+
+_SAVE_TOTAL_LIMIT = 2
+_ONE_THREAD_BELOW_PARAMS = 10_000_000
+
+
+class _SettingsError(ValueError):
+    """A setting this trainer cannot honour here; reported as a user error."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train as the config file ``argv[0]`` says; return the exit code.
+
+    Returns:
+        0 after a ``done`` line; 1 after an ``error`` line; 2 when the
+        command line is wrong (a message goes to stderr).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m alallo.trainers.trl CONFIG.json", file=sys.stderr)
+        return 2
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    # The libraries' deprecation notices speak to this code's author, not to
+    # the user who reads the job's log.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    with ProtocolOut() as out:
+        try:
+            config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
+            _train(config, out)
+        except WandbFailed:
+            return 1
+        except (UserDataError, _SettingsError, UserModelError) as exc:
+            out(Error(kind="user", message=str(exc)))
+            return 1
+        except ValidationError as exc:
+            out(Error(kind="user", message=_config_problem(exc)))
+            return 1
+        except Exception as exc:
+            traceback.print_exc()
+            out(Error(kind="platform", message=_platform_message(exc)))
+            return 1
+    return 0
+
+
+def _config_problem(exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'config'}: {error['msg']}"
+        for error in exc.errors()
+    )
+    return f"invalid trainer config: {problems}"
+
+
+def _platform_message(exc: Exception) -> str:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.OutOfMemoryError):
+        return f"out of memory: {exc} (a smaller batch_size or max_seq_length needs less)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _train(config: TrainerConfig, out: ProtocolOut) -> None:
+    model_dir = Path(config.model)
+    if config.precision == "4-bit" and config.adapter != "lora":
+        raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')
+    data_file = Path(config.training_file)
+    rows = read_rows(data_file, config.data_format)
+    resume_step = checkpoint_step(Path(config.resume_from)) if config.resume_from else None
+
+    if not (model_dir / "config.json").is_file():
+        if is_users_model(config):
+            raise UserModelError(f"the model directory {model_dir} has no config.json")
+        if config.model_name != TINY_GPT2:
+            raise RuntimeError(f"model directory {model_dir} has no config.json")
+        # The built-in model is built on first use, by whichever trainer
+        # needs it first (build_tiny_gpt2 is safe to race).
+        out(Log(text=f"Building model {TINY_GPT2}"))
+        build_tiny_gpt2(model_dir)
+    out(Log(text=f"Loading model {config.model_name}"))
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if config.precision == "4-bit" and not cuda:
+        raise _SettingsError('precision "4-bit" needs a GPU (QLoRA); this machine has none')
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    quiet_libraries()
+    model, tokenizer = load_model(config, bf16=bf16)
+    if not cuda and "OMP_NUM_THREADS" not in os.environ:
+        if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:
+            # A small model's matrices are too small to split: measured on
+            # the tiny model, 1 thread steps as fast as 2 when the cores are
+            # idle and several times faster when other processes share them.
+            torch.set_num_threads(1)
+    out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
+    if config.data_format == "messages" and not tokenizer.chat_template:
+        raise _SettingsError(
+            f"model {config.model_name} has no chat template, so it cannot train on "
+            'messages data: use the "text" or "prompt_completion" format'
+        )
+
+    from datasets import Dataset
+
+    dataset = Dataset.from_list(rows)
+    out(Log(text=f"Loaded {len(rows)} training examples"))
+    out(Stage(stage="data_loaded", hash=file_hash(data_file)))
+
+    max_length = config.max_seq_length
+    model_max = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(model_max, int) and max_length > model_max:
+        out(Log(text=f"max_seq_length {max_length} is over the model's limit, using {model_max}"))
+        max_length = model_max
+    run = start_wandb(config.wandb, out) if config.wandb else None
+    trainer = _build_trainer(
+        config, model, tokenizer, dataset, out, run,
+        max_length=max_length, cuda=cuda, bf16=bf16,
+    )
+
+    if resume_step is not None:
+        out(Log(text=f"Resuming from checkpoint at step {resume_step}"))
+    out(Stage(stage="training_start"))
+    trainer.train(resume_from_checkpoint=config.resume_from)
+    if run is not None:
+        run.finish()
+    trainer.save_model(config.output_dir)
+    out(Log(text="Training complete"))
+    out(Done(model_path=config.output_dir, hash=model_hash(Path(config.output_dir))))
+
+
+def _build_trainer(
+    config: TrainerConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    out: ProtocolOut,
+    run: WandbRun | None,
+    *,
+    max_length: int,
+    cuda: bool,
+    bf16: bool,
+) -> Any:
+    from transformers import PrinterCallback
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
+
+    args = SFTConfig(
+        output_dir=config.checkpoint_dir,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=1,
+        learning_rate=config.learning_rate,
+        logging_strategy="steps",
+        logging_steps=config.logging_steps,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=_SAVE_TOTAL_LIMIT,
+        seed=config.seed,
+        use_cpu=not cuda,
+        bf16=bf16,
+        fp16=False,
+        # TRL turns it on by default; it saves GPU memory at ~20% speed, and
+        # only costs time on a CPU. (transformers 5 renamed it from
+        # gradient_checkpointing, which now warns.)
+        activation_checkpointing=cuda,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=cuda,
+        max_length=max_length,
+        dataset_text_field="text",
+        packing=False,
+    )
+    peft_config = lora_config(config, model) if config.adapter == "lora" else None
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[progress_callback(out, run)],
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+if __name__ == "__main__":
+    _code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Tearing torch, transformers and datasets down at interpreter exit takes
+    # over a second; by now every file is written and closed, and the streams
+    # are flushed, so skip it.
+    os._exit(_code)

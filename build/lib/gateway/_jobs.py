@@ -1,0 +1,164 @@
+"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, checkpoints, log; ``/v1/models``."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from alallo import LOCAL_ACCOUNT
+from alallo._checkpoint_list import list_checkpoints
+
+from ._auth import account_of, runtime_of
+from ._body import json_object, query_int
+from ._errors import Forbidden
+
+__all__ = [
+    "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
+    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_models", "list_trainers",
+    "undrain_node",
+]
+
+MAX_PAGE = 1000
+OTHERS = "others"
+"""The key of ``GET /v1/capacity``'s ``busy`` that sums other accounts' devices."""
+
+
+async def create_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs`` → the job, ``queued`` with message ``Starting``."""
+    account = await account_of(request)
+    body = await json_object(request)
+    job = await runtime_of(request).create_job(account, body)
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def create_estimate(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/estimates`` with a job spec → time and price ranges."""
+    account = await account_of(request)
+    body = await json_object(request)
+    return JSONResponse(await runtime_of(request).estimate(account, body))
+
+
+async def list_jobs(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs?limit=&after=`` → newest first."""
+    account = await account_of(request)
+    limit = query_int(request, "limit", 20, low=1, high=MAX_PAGE)
+    jobs, more = await runtime_of(request).list_jobs(
+        account, limit=limit, after=request.query_params.get("after") or None)
+    now = time.time()
+    return JSONResponse({"object": "list", "data": [j.public(now=now) for j in jobs],
+                         "has_more": more})
+
+
+async def get_job(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}``."""
+    account = await account_of(request)
+    job = await runtime_of(request).get_job(account, request.path_params["job_id"])
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def cancel_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs/{job_id}/cancel``; 409 for a finished job."""
+    account = await account_of(request)
+    job = await runtime_of(request).cancel_job(account, request.path_params["job_id"])
+    return JSONResponse(job.public(now=time.time()))
+
+
+async def job_events(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/events?after=&limit=``, oldest first."""
+    account = await account_of(request)
+    job_id = request.path_params["job_id"]
+    # The openai SDK pages with the last event's id ("ft-…-event-12"): take its seq.
+    raw_after = request.query_params.get("after", "")
+    prefix = f"{job_id}-event-"
+    after = (int(raw_after[len(prefix):]) if raw_after.startswith(prefix)
+             and raw_after[len(prefix):].isdigit() else query_int(request, "after", 0, high=2**62))
+    limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
+    events, more = await runtime_of(request).list_events(account, job_id, after=after,
+                                                        limit=limit)
+    return JSONResponse({"object": "list", "data": [e.public(job_id) for e in events],
+                         "has_more": more})
+
+
+async def job_checkpoints(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/checkpoints?after=&limit=``, newest first.
+
+    OpenAI's list shape (``first_id``, ``last_id``: the page's ends, null when
+    empty); ``after`` is the last checkpoint id of the previous page.
+    """
+    account = await account_of(request)
+    limit = query_int(request, "limit", 10, low=1, high=MAX_PAGE)
+    checkpoints, more = await list_checkpoints(
+        runtime_of(request), account, request.path_params["job_id"],
+        after=request.query_params.get("after") or None, limit=limit)
+    data = [c.public() for c in checkpoints]
+    return JSONResponse({"object": "list", "data": data, "has_more": more,
+                         "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None})
+
+
+async def job_log(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/log?after=&limit=&attempt=``."""
+    account = await account_of(request)
+    after = query_int(request, "after", 0, high=2**62)
+    limit = query_int(request, "limit", 1000, low=1, high=10_000)
+    attempt = query_int(request, "attempt", 0, high=10_000) or None
+    lines, more = await runtime_of(request).read_log(
+        account, request.path_params["job_id"], after=after, limit=limit, attempt=attempt)
+    return JSONResponse({"object": "list", "data": [line.public() for line in lines],
+                         "lines": [line.public() for line in lines], "has_more": more})
+
+
+async def capacity(request: Request) -> JSONResponse:
+    """``GET /v1/capacity`` → nodes, devices, free and busy, and the queue.
+
+    Other accounts' job ids are not shown: their devices count under
+    ``busy["others"]`` and their place in line only in ``queue_length``.
+    """
+    account = await account_of(request)
+    runtime = runtime_of(request)
+    answer = await runtime.capacity()
+    ids = [*answer["queue"], *(j for node in answer["nodes"] for j in node["busy"])]
+    own = await runtime.store.jobs_of_account(account, ids)
+    answer["queue"] = [job_id for job_id in answer["queue"] if job_id in own]
+    for node in answer["nodes"]:
+        busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
+        others = sum(n for job_id, n in node["busy"].items() if job_id not in own)
+        node["busy"] = busy | ({OTHERS: others} if others else {})
+    return JSONResponse(answer)
+
+
+async def drain_node(request: Request) -> JSONResponse:
+    """``POST /v1/capacity/nodes/{node}/drain`` (operator): move its jobs, place no more."""
+    return await _set_drain(request, on=True)
+
+
+async def undrain_node(request: Request) -> JSONResponse:
+    """``POST /v1/capacity/nodes/{node}/undrain`` (operator): place jobs there again."""
+    return await _set_drain(request, on=False)
+
+
+async def _set_drain(request: Request, *, on: bool) -> JSONResponse:
+    account = await account_of(request)
+    if account != LOCAL_ACCOUNT:
+        raise Forbidden("only the operator's account may drain nodes")
+    runtime = runtime_of(request)
+    moved = await runtime.drain_node(request.path_params["node"], on=on)
+    return JSONResponse({"node": request.path_params["node"], "draining": on, "moved": moved})
+
+
+async def list_trainers(request: Request) -> JSONResponse:
+    """``GET /v1/trainers`` → the trainers a job may name, built-in ones first."""
+    await account_of(request)
+    trainers = runtime_of(request).list_trainers()
+    return JSONResponse({"object": "list", "data": [t.public() for t in trainers],
+                         "has_more": False})
+
+
+async def list_models(request: Request) -> JSONResponse:
+    """``GET /v1/models`` → the catalogue."""
+    await account_of(request)
+    models = runtime_of(request).list_models()
+    return JSONResponse({"object": "list", "data": [m.public() for m in models],
+                         "has_more": False})

@@ -1,0 +1,185 @@
+"""``GET /openapi.json``: OpenAPI 3.1, generated from the pydantic models.
+
+Schemas come from pydantic's JSON Schema (:func:`models_json_schema`, whose
+2020-12 dialect is OpenAPI 3.1's): the request body of a job is
+:class:`alallo.JobSpec` itself, the answers are the models of
+:mod:`gateway._schemas`. What is not a model (paths, parameters, statuses)
+is the table :data:`OPERATIONS`, one row per route of :data:`gateway.app.ROUTES`;
+a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from alallo import JobSpec
+
+from . import _schemas as s
+
+__all__ = ["OPERATIONS", "Operation", "openapi_document", "openapi_json"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One documented route: what it takes and what it answers."""
+
+    method: str
+    path: str
+    summary: str
+    answer: type[BaseModel] | str | None
+    """A model (JSON), a media type (``text/event-stream``, ``text/html``...), or None (204)."""
+    body: type[BaseModel] | str | None = None
+    """A model (JSON body) or ``multipart/form-data``."""
+    query: tuple[tuple[str, str], ...] = ()
+    """``(name, JSON type)`` of the query parameters."""
+    errors: tuple[int, ...] = (401, 404, 422)
+    auth: bool = True
+    extra: dict[int, str] = field(default_factory=dict)
+    """Other success statuses and what they mean (e.g. 204 on a finished stream)."""
+
+
+_PAGE = (("limit", "integer"), ("after", "string"))
+_RESUME = (("lastEventID", "integer"), ("after", "integer"), ("access_token", "string"))
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=()),
+    Operation("get", "/jobs/{job_id}", "The dashboard (a job's page)", "text/html",
+              auth=False, errors=(),
+              extra={404: "No such job in the caller's account (another account's included): "
+                          "the page says 'Job not found'."}),
+    Operation("get", "/signin/{token}", "Sign in to the dashboard with a one-time link",
+              "text/html", auth=False, errors=(401,),
+              extra={303: "Signed in: the session cookie is set; go to the Jobs tab."}),
+    Operation("post", "/signout", "Sign out of the dashboard: end the cookie's session",
+              "text/html", auth=False, errors=(),
+              extra={303: "Signed out: the session has ended and its cookie is cleared."}),
+    Operation("post", "/v1/dashboard/links", "A one-time sign-in link for the dashboard",
+              s.DashboardLink, errors=(401,)),
+    Operation("get", "/healthz", "Health", s.Health, auth=False, errors=()),
+    Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=()),
+    Operation("get", "/openapi.json", "This document", "application/json", auth=False,
+              errors=()),
+    Operation("post", "/v1/files", "Upload a JSONL training file", s.FileObject,
+              body="multipart/form-data", errors=(400, 401, 413, 422)),
+    Operation("get", "/v1/files", "The account's files, newest first", s.FileList,
+              query=_PAGE, errors=(401, 422)),
+    Operation("get", "/v1/files/{file_id}", "A file", s.FileObject, errors=(401, 404)),
+    Operation("delete", "/v1/files/{file_id}", "Delete a file", s.FileDeleted,
+              errors=(401, 404, 409)),
+    Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
+              errors=(401, 404)),
+    Operation("get", "/v1/models", "The model catalogue", s.ModelList, errors=(401,)),
+    Operation("get", "/v1/trainers", "The trainers a job may name", s.TrainerList,
+              errors=(401,)),
+    Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
+              s.Capacity, errors=(401,)),
+    Operation("post", "/v1/capacity/nodes/{node}/drain",
+              "Drain a node: move its jobs (from their checkpoints), place no more (operator)",
+              s.NodeDrain, errors=(401, 403, 404)),
+    Operation("post", "/v1/capacity/nodes/{node}/undrain", "Place jobs on a node again (operator)",
+              s.NodeDrain, errors=(401, 403, 404)),
+    Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", s.Estimate,
+              body=JobSpec, errors=(400, 401, 413, 422)),
+    Operation("post", "/v1/fine_tuning/jobs", "Create a job", s.JobObject, body=JobSpec,
+              errors=(400, 401, 402, 413, 422)),
+    Operation("get", "/v1/fine_tuning/jobs", "The account's jobs, newest first", s.JobList,
+              query=_PAGE, errors=(401, 422)),
+    Operation("get", "/v1/fine_tuning/stream", "Every job of the account, live (SSE)",
+              "text/event-stream", query=_RESUME, errors=(401, 422)),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", s.JobObject,
+              errors=(401, 404)),
+    Operation("post", "/v1/fine_tuning/jobs/{job_id}/cancel", "Cancel a job", s.JobObject,
+              errors=(401, 404, 409)),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/events", "A job's events, oldest first",
+              s.EventList, query=_PAGE),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/checkpoints",
+              "A job's saved checkpoints, newest first", s.JobCheckpointList, query=_PAGE),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", s.LogPage,
+              query=(("after", "integer"), ("limit", "integer"), ("attempt", "integer"))),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/stream", "A job, live (SSE)",
+              "text/event-stream", query=_RESUME,
+              extra={204: "The job is finished and everything up to Last-Event-ID was sent."}),
+)
+"""Every HTTP route (the WebSocket ``/v1/ws`` is outside OpenAPI; see docs/api.md)."""
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the API."""
+    models = {op.answer for op in OPERATIONS if isinstance(op.answer, type)}
+    models |= {op.body for op in OPERATIONS if isinstance(op.body, type)}
+    models.add(s.ApiErrorBody)
+    ordered = sorted(models, key=lambda m: m.__name__)
+    refs, defs = models_json_schema(
+        [(m, "serialization" if m is not JobSpec else "validation") for m in ordered],
+        ref_template="#/components/schemas/{model}")
+    schemas = dict(defs.get("$defs", {}))
+
+    def ref(model: type[BaseModel]) -> dict[str, Any]:
+        mode = "validation" if model is JobSpec else "serialization"
+        return refs[(model, mode)]  # type: ignore[index]
+
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _operation(op, ref)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "alallo", "version": "1",
+                 "description": "Fine-tuning jobs, watched live. See docs/api.md."},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _operation(op: Operation, ref: Any) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if isinstance(op.answer, type):
+        content = {"application/json": {"schema": ref(op.answer)}}
+    else:
+        content = {str(op.answer): {"schema": {"type": "string"}}}
+    responses["200"] = {"description": "OK", "content": content}
+    for status, text in op.extra.items():
+        responses[str(status)] = {"description": text}
+    for status in op.errors:
+        responses[str(status)] = {"description": "Error",
+                                  "content": {"application/json":
+                                              {"schema": ref(s.ApiErrorBody)}}}
+    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in re.findall(r"{(\w+)}", op.path)]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": kind}}
+                   for name, kind in op.query]
+    operation: dict[str, Any] = {
+        "summary": op.summary,
+        "operationId": f"{op.method}_{op.path}".strip("/").replace("/", "_")
+                       .replace("{", "").replace("}", "") or op.method,
+        "parameters": parameters,
+        "responses": responses,
+    }
+    if op.auth:
+        operation["security"] = [{"bearer": []}]
+    if isinstance(op.body, type):
+        operation["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": ref(op.body)}}}
+    elif op.body == "multipart/form-data":
+        operation["requestBody"] = {"required": True, "content": {"multipart/form-data": {
+            "schema": {"type": "object", "required": ["file"], "properties": {
+                "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+                "purpose": {"type": "string", "enum": ["fine-tune"]}}}}}}
+    return operation
+
+
+async def openapi_json(request: Request) -> JSONResponse:
+    """``GET /openapi.json``: the document of :func:`openapi_document`."""
+    document = getattr(request.app.state, "openapi", None)
+    if document is None:
+        document = request.app.state.openapi = openapi_document()
+    return JSONResponse(document)

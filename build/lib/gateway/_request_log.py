@@ -1,0 +1,74 @@
+"""Request ids and the access log, as structlog events.
+
+Every HTTP request and WebSocket gets a request id: the client's
+``X-Request-ID`` when it is a plain token (up to 64 letters, digits, ``.``,
+``_``, ``-``), else a new one. It is bound in structlog's context variables
+(``structlog.contextvars``) for the request's task, so every log line written
+while serving it carries ``request_id``, and ``job_id`` when the path names
+a job; the answer carries it back as ``X-Request-ID``. When the answer has
+started, one ``http.request`` line gives method, path, status and
+``duration_ms`` (for a stream: until its headers went out; ``http.closed``
+follows when it ends, with its duration). Query strings are left out: a
+stream's may hold an ``access_token``.
+
+A pure ASGI middleware (not Starlette's ``BaseHTTPMiddleware``, which
+buffers streaming bodies in a task of its own); the shape is asgi-correlation-id's.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["REQUEST_ID_HEADER", "RequestLog"]
+
+REQUEST_ID_HEADER = "x-request-id"
+_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_JOB_ID = re.compile(r"/jobs/(ft-[0-9a-f]{24})(?:/|$)")
+
+log = structlog.get_logger("gateway.http")
+
+
+class RequestLog:
+    """Give each request an id, bind it (and the job id) for its logs, and log it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
+        request_id = given if _TOKEN.fullmatch(given) else uuid.uuid4().hex
+        path: str = scope["path"]
+        fields: dict[str, str] = {"request_id": request_id}
+        if found := _JOB_ID.search(path):
+            fields["job_id"] = found[1]
+        method = scope.get("method", "WEBSOCKET")
+        started = time.perf_counter()
+        streaming = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal streaming
+            if message["type"] in ("http.response.start", "websocket.accept"):
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"],
+                                      (REQUEST_ID_HEADER.encode(), request_id.encode())]
+                status = message.get("status", 101)
+                streaming = True
+                log.info("http.request", method=method, path=path, status=status,
+                         duration_ms=round((time.perf_counter() - started) * 1000, 2))
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(**fields):
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                if streaming and (method == "WEBSOCKET" or path.endswith("stream")):
+                    log.info("http.closed", method=method, path=path,
+                             duration_ms=round((time.perf_counter() - started) * 1000, 2))

@@ -1,0 +1,189 @@
+"""Server-Sent Events: one job's updates, and every job of an account.
+
+``GET /v1/fine_tuning/jobs/{id}/stream``: each SSE event is one item,
+``event: job|event|log``, ``id: <seq>`` (the job's sequence number) and
+``data: <JSON>``. After the job's final state it sends ``event: done`` and
+ends the body. A browser then reconnects with ``Last-Event-ID``; a job that
+is final and already sent up to that id answers **204**, which by the spec
+(WHATWG HTML §9.2.3) makes ``EventSource`` stop for good. A job that does
+not exist answers 404, with the same effect.
+
+``GET /v1/fine_tuning/stream``: ``event: job`` for every job of the account.
+Its ``id`` is the job's position in the account's *feed*: a counter of the
+account that moves a job to the end each time its state changes (see
+:meth:`alallo.Runtime.stream_jobs`). Resuming with ``Last-Event-ID`` gives
+every job that changed since, once, in its latest state; without one the
+stream starts with every job of the account. It never ends by itself.
+
+Both resume from the ``Last-Event-ID`` header (browsers send it on
+reconnect) or, for the first connection, the ``lastEventID`` (Mercure's
+name) or ``after`` query parameter, the header winning. The answer carries
+a ``Last-Event-ID`` response header with the point it resumed from.
+Keep-alive comments go out every 15 s so that proxies keep idle streams
+open; ``X-Accel-Buffering: no`` tells nginx not to buffer them.
+
+Shutdown: sse-starlette's own drain hooks uvicorn only, so each stream
+watches the app's ``stopping`` event (set by :func:`gateway.serve`), sends
+``retry:`` and ``event: shutdown``, and ends well within the graceful timeout.
+
+Slow readers: Hypercorn's trio worker blocks a send to a client that stopped
+reading, and no cancellation reaches it (research/sse-and-streaming.md §0.2).
+Such a stream only ever holds up itself: the bus gives each subscriber a
+bounded buffer and never waits for one; the stream's task waits alone; and
+the kernel drops the connection once its data stays unsent for
+:data:`gateway.server.STALLED_CLIENT_TIMEOUT_S` (``TCP_USER_TIMEOUT``); on
+shutdown, :mod:`gateway._connections` cuts it at the graceful deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any
+
+import trio
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from alallo import InvalidRequest
+from alallo._bus import Item
+
+from ._auth import account_of, runtime_of
+from ._metrics import open_stream
+
+__all__ = ["KEEPALIVE_S", "RETRY_MS", "account_stream", "job_stream", "resume_point"]
+
+KEEPALIVE_S = 15
+"""Seconds between keep-alive comments on an idle stream."""
+RETRY_MS = 2000
+"""How long browsers wait before reconnecting (the SSE ``retry`` field)."""
+
+
+def resume_point(request: Request) -> int:
+    """Where a stream resumes: ``Last-Event-ID``, else ``lastEventID`` or ``after``; 0 if none.
+
+    Raises:
+        InvalidRequest: not a non-negative integer (422, ``param`` names the source).
+    """
+    for raw, name in (
+        (request.headers.get("last-event-id"), "Last-Event-ID"),
+        (request.query_params.get("lastEventID"), "lastEventID"),
+        (request.query_params.get("after"), "after"),
+    ):
+        if raw is not None and raw.strip() != "":
+            try:
+                value = int(raw)
+            except ValueError as exc:
+                raise InvalidRequest(f"{name} must be a sequence number, got {raw!r}",
+                                     param=name) from exc
+            if not 0 <= value < 2**62:
+                raise InvalidRequest(f"{name} must be between 0 and 2**62, got {value}",
+                                     param=name)
+            return value
+    return 0
+
+
+def _frame(kind: str, seq: int | None, data: Any) -> bytes:
+    return ServerSentEvent(data=json.dumps(data, separators=(",", ":")), event=kind,
+                           id=None if seq is None else str(seq)).encode()
+
+
+def _chunk(items: list[Item], *, first: bool) -> bytes:
+    """Items as one chunk of SSE frames; each frame is encoded once per item
+    (:meth:`alallo._bus.Item.sse`), whatever the number of subscribers. The stream's
+    first frame also carries ``retry:``."""
+    frames = [item.sse() for item in items]
+    if first:
+        frames[0] = frames[0][:-2] + _RETRY_FIELD
+    return b"".join(frames)
+
+
+_RETRY_FIELD = f"retry: {RETRY_MS}\r\n\r\n".encode()
+
+
+async def job_stream(request: Request) -> Response:
+    """Stream one job's ``job``, ``event`` and ``log`` items, then ``done``."""
+    account = await account_of(request)
+    job_id = request.path_params["job_id"]
+    after = resume_point(request)
+    runtime = runtime_of(request)
+    job = await runtime.get_job(account, job_id)
+    if job.status.is_final and after >= job.state_seq:
+        # Everything was sent: 204 makes a reconnecting browser stop for good.
+        return Response(status_code=204, headers={"Last-Event-ID": str(after)})
+
+    async def chunks() -> AsyncGenerator[bytes, None]:
+        last: dict[str, Any] = {}
+        first = True
+        async for batch in runtime.stream_batches(account, job_id, after=after):
+            yield _chunk(batch, first=first)
+            first = False
+            for item in batch:
+                if item.kind == "job":
+                    last = item.data
+        yield _frame("done", None, {"id": job_id, "status": last.get("status"),
+                                    "seq": last.get("seq")})
+
+    return event_stream(request, chunks, after=after, kind="job")
+
+
+async def account_stream(request: Request) -> Response:
+    """Stream a ``job`` item for every job of the account, on every change."""
+    account = await account_of(request)
+    after = resume_point(request)
+    runtime = runtime_of(request)
+
+    async def chunks() -> AsyncGenerator[bytes, None]:
+        first = True
+        async for item in runtime.stream_jobs(account, after=after):
+            yield _chunk([item], first=first)
+            first = False
+
+    return event_stream(request, chunks, after=after, kind="account")
+
+
+def event_stream(request: Request, source: Callable[[], AsyncGenerator[bytes, None]],
+                 *, after: int, kind: str) -> EventSourceResponse:
+    """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
+
+    ``source`` yields chunks of encoded SSE frames (each sent as one body
+    message), read by the response's own task: each wait for the next chunk
+    runs in a cancel scope of its own, which a watcher task (sse-starlette's
+    ``data_sender_callable``) cancels when the app stops. Nothing yields
+    inside that scope, so a body suspended at ``yield`` is never cancelled
+    from outside (the trap of cancel scopes around ``yield``:
+    research/sse-and-streaming.md); before each wait the body checks
+    ``stopping`` itself. (Before: the source ran in a pump task and handed
+    each frame over a rendezvous channel: two task switches per chunk more.)
+    """
+    stopping: trio.Event = request.app.state.stopping
+    waiting: trio.CancelScope | None = None
+
+    async def watch() -> None:
+        await stopping.wait()
+        if waiting is not None:
+            waiting.cancel()
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal waiting
+        with open_stream(request.app, kind):
+            async with contextlib.aclosing(source()) as chunks:
+                while not stopping.is_set():
+                    with trio.CancelScope() as waiting:
+                        chunk = await anext(chunks, None)
+                    if waiting.cancelled_caught or chunk is None:
+                        break
+                    yield chunk
+                waiting = None
+            if stopping.is_set():
+                yield _SHUTDOWN
+
+    return EventSourceResponse(
+        body(), ping=KEEPALIVE_S, data_sender_callable=watch,
+        headers={"Last-Event-ID": str(after), "Cache-Control": "no-store"},
+    )
+
+
+_SHUTDOWN = ServerSentEvent(event="shutdown", data="{}", retry=RETRY_MS).encode()

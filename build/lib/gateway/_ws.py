@@ -1,0 +1,168 @@
+"""``GET /v1/ws``: the streams of API.md over one WebSocket.
+
+The client sends ``{"subscribe": ["ft-…", ...] | "*", "after": {"ft-…": seq, "*": position}}``
+(more than one such message adds subscriptions). The server sends JSON
+text frames ``{"stream": "job"|"event"|"log", "seq", "data", "subscription"}``:
+for a job, exactly the items of its SSE stream, with the job's sequence
+numbers; for ``"*"``, the account stream's ``job`` items, whose ``seq`` is the
+feed position. ``subscription`` is the job id or ``"*"`` the frame belongs to
+(a log line names no job), the key of ``after`` to resume it. Resuming works
+as with SSE: ``after`` per job (or ``"*"``) gives what came after that point,
+nothing twice.
+
+Besides the items, one frame per situation:
+
+- ``{"stream": "done", "seq": N, "data": {"id", "status", "seq"}}`` when a
+  job's stream ended after its final state (at once if ``after`` is already
+  at or past it, as SSE answers 204). When every subscription is done and
+  ``"*"`` is not among them, the server closes with code 1000.
+- ``{"stream": "error", "seq": null, "data": {"error": {...}, "job_id"}}``:
+  a job that does not exist (the other subscriptions go on), or a message
+  that is not a valid subscription (then the server closes with 4422; a
+  message nested deeper than :data:`alallo._json.MAX_JSON_DEPTH` gets code
+  ``invalid_json`` and the close carries the message as its reason).
+  A missing or wrong key closes with 4401 after such a frame.
+- ``{"stream": "shutdown", "seq": null, "data": {}}`` then close 1001 when
+  the server stops.
+
+After a client disconnects, Hypercorn turns sends into no-ops
+(research/sse-and-streaming.md §0.4), so one task waits on ``receive`` and
+ends the whole connection when the client goes. A client that stops reading
+holds up only its own tasks, as for SSE.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import trio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from alallo import AlalloError, NotFound, Unauthorized
+from alallo._json import NestingTooDeep, loads
+
+from ._auth import account_of, runtime_of
+from ._metrics import open_stream
+
+__all__ = ["Subscribe", "websocket_stream"]
+
+OUTGOING_BUFFER = 16
+"""Frames queued for a client before the streams feeding it wait (and lag)."""
+
+
+class Subscribe(BaseModel):
+    """A client's subscription message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subscribe: list[str] | Literal["*"] = Field(min_length=1)
+    """Job ids to follow, or ``"*"`` for every job of the account."""
+    after: dict[str, int] = Field(default_factory=dict)
+    """Where to resume, per job id (a ``seq``) and for ``"*"`` (a feed position)."""
+
+
+def _frame(stream: str, seq: int | None, data: dict[str, Any]) -> dict[str, Any]:
+    return {"stream": stream, "seq": seq, "data": data}
+
+
+def _item(subscription: str, stream: str, seq: int, data: dict[str, Any]) -> dict[str, Any]:
+    return {"stream": stream, "seq": seq, "data": data, "subscription": subscription}
+
+
+def _error(exc: AlalloError, job_id: str | None = None) -> dict[str, Any]:
+    error = {"code": exc.code, "message": exc.message, "param": exc.param}
+    return _frame("error", None, {"error": error, "job_id": job_id})
+
+
+async def websocket_stream(websocket: WebSocket) -> None:
+    """Serve one WebSocket client until it leaves, its jobs end, or the server stops."""
+    await websocket.accept()
+    try:
+        account = await account_of(websocket)
+    except Unauthorized as exc:
+        await websocket.send_json(_error(exc))
+        await websocket.close(code=4401)
+        return
+    runtime = runtime_of(websocket)
+    stopping: trio.Event = websocket.app.state.stopping
+    send_out, receive_out = trio.open_memory_channel[dict[str, Any]](OUTGOING_BUFFER)
+    live = 0  # job subscriptions not yet done
+    everything = False  # subscribed to "*"
+
+    async def follow_job(job_id: str, after: int) -> None:
+        nonlocal live
+        try:
+            job = await runtime.get_job(account, job_id)
+            last: dict[str, Any] = {"id": job_id, "status": job.status.value,
+                                    "seq": job.state_seq}
+            if not (job.status.is_final and after >= job.state_seq):
+                async for item in runtime.stream(account, job_id, after=after):
+                    await send_out.send(_item(job_id, item.kind, item.seq, item.data))
+                    if item.kind == "job":
+                        last = {"id": job_id, "status": item.data["status"],
+                                "seq": item.seq}
+            await send_out.send(_frame("done", last["seq"], last))
+        except NotFound as exc:
+            await send_out.send(_error(exc, job_id))
+        live -= 1
+        if live == 0 and not everything:
+            await send_out.send(_frame("close", None, {}))
+
+    async def follow_account(after: int) -> None:
+        async for item in runtime.stream_jobs(account, after=after):
+            await send_out.send(_item("*", item.kind, item.seq, item.data))
+
+    async def read(nursery: trio.Nursery) -> None:
+        nonlocal live, everything
+        while True:
+            try:
+                message = Subscribe.model_validate(loads(await websocket.receive_text()))
+            except WebSocketDisconnect:
+                nursery.cancel_scope.cancel()
+                return
+            except NestingTooDeep as exc:
+                reason = f"the message is {exc}"
+                await send_out.send(_frame("error", None, {"error": {
+                    "code": "invalid_json", "message": reason, "param": None},
+                    "job_id": None}))
+                await send_out.send(_frame("close", None, {"code": 4422, "reason": reason}))
+                return
+            except (ValidationError, ValueError) as exc:
+                await send_out.send(_frame("error", None, {"error": {
+                    "code": "invalid_request", "param": "subscribe",
+                    "message": f"expected {{\"subscribe\": [job ids] | \"*\", \"after\": "
+                               f"{{id: seq}}}}: {exc}"}, "job_id": None}))
+                await send_out.send(_frame("close", None, {"code": 4422}))
+                return
+            if message.subscribe == "*":
+                if not everything:
+                    everything = True
+                    nursery.start_soon(follow_account, max(message.after.get("*", 0), 0))
+                continue
+            for job_id in dict.fromkeys(message.subscribe):
+                live += 1
+                nursery.start_soon(follow_job, job_id, max(message.after.get(job_id, 0), 0))
+
+    async def write(nursery: trio.Nursery) -> None:
+        async for frame in receive_out:
+            if frame["stream"] == "close":
+                await websocket.close(code=frame["data"].get("code", 1000),
+                                      reason=frame["data"].get("reason"))
+                break
+            await websocket.send_json(frame)
+        nursery.cancel_scope.cancel()
+
+    async def farewell(nursery: trio.Nursery) -> None:
+        await stopping.wait()
+        with trio.move_on_after(1):  # a client that does not read gets no goodbye
+            await send_out.send(_frame("shutdown", None, {}))
+            await send_out.send(_frame("close", None, {"code": 1001}))
+            return
+        nursery.cancel_scope.cancel()
+
+    with open_stream(websocket.app, "websocket"):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read, nursery)
+            nursery.start_soon(write, nursery)
+            nursery.start_soon(farewell, nursery)
