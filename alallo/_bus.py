@@ -37,7 +37,8 @@ class Item:
     seq: int
     data: dict[str, Any]
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
-    _sse: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _encodings: dict[str, bytes] = field(default_factory=dict, init=False, repr=False,
+                                         compare=False)
 
     def json(self) -> str:
         """``data`` as compact JSON, encoded once and shared by every subscriber."""
@@ -47,13 +48,12 @@ class Item:
             object.__setattr__(self, "_json", encoded)  # a cache, not a change of the item
         return encoded
 
-    def sse(self) -> bytes:
-        """The item as one Server-Sent Events frame (``id``, ``event``, ``data``, CRLF
-        line ends as sse-starlette writes them), encoded once for every subscriber."""
-        frame = self._sse
+    def encoded(self, name: str, encode: Callable[[Item], bytes]) -> bytes:
+        """The item as a wire format ``name`` knows (e.g. the gateway's SSE frame), encoded
+        by ``encode`` once and shared by every subscriber; the bus knows no wire format."""
+        frame = self._encodings.get(name)
         if frame is None:
-            frame = f"id: {self.seq}\r\nevent: {self.kind}\r\ndata: {self.json()}\r\n\r\n".encode()
-            object.__setattr__(self, "_sse", frame)
+            frame = self._encodings[name] = encode(self)
         return frame
 
 

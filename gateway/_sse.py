@@ -90,11 +90,17 @@ def _frame(kind: str, seq: int | None, data: Any) -> bytes:
                            id=None if seq is None else str(seq)).encode()
 
 
+def sse_frame(item: Item) -> bytes:
+    """The item as one Server-Sent Events frame: ``id`` (its ``seq``), ``event`` (its kind),
+    ``data`` (its JSON), CRLF line ends as sse-starlette writes them."""
+    return f"id: {item.seq}\r\nevent: {item.kind}\r\ndata: {item.json()}\r\n\r\n".encode()
+
+
 def _chunk(items: list[Item], *, first: bool) -> bytes:
     """Items as one chunk of SSE frames; each frame is encoded once per item
-    (:meth:`alallo._bus.Item.sse`), whatever the number of subscribers. The stream's
-    first frame also carries ``retry:``."""
-    frames = [item.sse() for item in items]
+    (:func:`sse_frame`, kept by :meth:`Item.encoded`), whatever the number of subscribers.
+    The stream's first frame also carries ``retry:``."""
+    frames = [item.encoded("sse", sse_frame) for item in items]
     if first:
         frames[0] = frames[0][:-2] + _RETRY_FIELD
     return b"".join(frames)
