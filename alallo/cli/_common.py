@@ -53,15 +53,16 @@ ApiKeyOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the raw JSON instead of a table.")]
 
 _FINAL_STATUSES = frozenset(status.value for status in JobStatus if status.is_final)
-STATUS_STYLES = {
-    "queued": "yellow",
-    "running": "blue",
-    "re-scheduling": "magenta",
-    "cancelling": "magenta",
-    "cancelled": "dim",
-    "succeeded": "green",
-    "failed": "red",
-}
+STATUS_STYLES: dict[str, str] = {status.value: style for status, style in {
+    JobStatus.QUEUED: "yellow",
+    JobStatus.RUNNING: "blue",
+    JobStatus.RE_SCHEDULING: "magenta",
+    JobStatus.CANCELLING: "magenta",
+    JobStatus.CANCELLED: "dim",
+    JobStatus.SUCCEEDED: "green",
+    JobStatus.FAILED: "red",
+}.items()}
+"""The rich style of each status, keyed by the status as the API writes it."""
 
 
 def make_client(url: str | None, api_key: str | None) -> Client:

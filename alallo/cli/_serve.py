@@ -180,6 +180,7 @@ def demo(
     import trio
 
     from alallo.cli._watch import watch_job
+    from alallo._status import JobStatus
     from alallo.client import AlalloClientError, Client
 
     console = Console(highlight=False, soft_wrap=True)
@@ -216,6 +217,6 @@ def demo(
 
     _run(settings, console, then=run_job)
     job = outcome.get("job")
-    if exit_after and (job is None or job.get("status") != "succeeded"):
+    if exit_after and (job is None or job.get("status") != JobStatus.SUCCEEDED):
         raise typer.Exit(1)
 
