@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors import ActorRef
 
@@ -29,7 +29,29 @@ from .jobs import Job
 from .settings import Settings
 from .store import Store
 
-__all__ = ["JobContext", "RuntimeJobContext"]
+if TYPE_CHECKING:
+    from .jobs import Event, LedgerEntry, LogLine
+
+__all__ = ["JobCommits", "JobContext", "RuntimeJobContext"]
+
+
+class JobCommits(Protocol):
+    """Where a job's changes are committed, then published: a
+    :class:`~alallo._job_writer.JobWriter` in a runtime, a recorder in a test."""
+
+    published_state_seq: int
+    """The job state already published (its ``state_seq``)."""
+
+    async def write(self, job: Job, events: tuple[Event, ...] = (),
+                    lines: tuple[LogLine, ...] = (),
+                    entries: tuple[LedgerEntry, ...] = ()) -> tuple[float, float]:
+        """Commit under the job's lease, then publish; the account's ``(balance,
+        billing_limit)`` after.
+
+        Raises:
+            LeaseLost: this process does not hold the job's lease (nothing written).
+            StoreUnavailable: the store failed (nothing published).
+        """
 
 
 class JobContext(Protocol):
@@ -66,7 +88,7 @@ class JobContext(Protocol):
     async def load(self, job_id: str) -> Job | None:
         """The job as stored (None: no such job)."""
 
-    def writer(self, published_state_seq: int = 0) -> JobWriter:
+    def writer(self, published_state_seq: int = 0) -> JobCommits:
         """A writer of the job's changes: committed under its lease, then published."""
 
     async def balance(self, account_id: str) -> tuple[float, float]:
