@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from ._errors import NotFound as NotFound
     from ._errors import SettingError as SettingError
     from ._errors import Unauthorized as Unauthorized
-    from ._runtime import LOCAL_ACCOUNT as LOCAL_ACCOUNT
-    from ._runtime import Runtime as Runtime
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
@@ -69,10 +67,12 @@ if TYPE_CHECKING:
     from .jobs import Job as Job
     from .jobs import JobSpec as JobSpec
     from .jobs import LogLine as LogLine
+    from .runtime import LOCAL_ACCOUNT as LOCAL_ACCOUNT
+    from .runtime import Runtime as Runtime
     from .settings import Settings as Settings
 
 _ORIGINS = {
-    "LOCAL_ACCOUNT": "._runtime",
+    "LOCAL_ACCOUNT": ".runtime",
     "AlalloError": "._errors",
     "AsyncClient": ".client",
     "Capacity": ".client._types",
@@ -116,7 +116,7 @@ _ORIGINS = {
     "Price": ".client._types",
     "PriceRange": ".client._types",
     "Progress": ".client._types",
-    "Runtime": "._runtime",
+    "Runtime": ".runtime",
     "SettingError": "._errors",
     "Settings": ".settings",
     "TimeRange": ".client._types",

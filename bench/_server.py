@@ -281,7 +281,7 @@ def _serve(data_dir: Path) -> None:
     from starlette.routing import Route
 
     from alallo import Runtime, Settings
-    from alallo._bus import Item
+    from alallo.runtime._bus import Item
     from gateway.app import build_app
     from gateway.server import GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
 

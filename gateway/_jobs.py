@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import LOCAL_ACCOUNT
-from alallo._checkpoint_list import list_checkpoints
+from alallo.runtime import list_checkpoints
 
 from ._auth import account_of, runtime_of
 from ._body import json_object, query_int

@@ -20,7 +20,7 @@ What it shows:
 scheduler, its actors), as Prometheus sums them over the servers it scrapes.
 A restart's ``cause`` is ``trainer``, ``rescheduled``, ``server_restart``
 (after ``kill -9``), ``adopted`` (a job moved from a server that stopped) or
-``actor_restart`` (:data:`alallo._operator.RESTART_CAUSES`).
+``actor_restart`` (:data:`alallo.runtime._operator.RESTART_CAUSES`).
 
 The job gauges are read from the store and the scheduler when scraped, not
 kept up to date by every change: a scrape every few seconds costs two small

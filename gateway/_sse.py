@@ -48,7 +48,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from alallo import InvalidRequest
-from alallo._bus import Item
+from alallo.runtime import Item
 
 from ._auth import account_of, runtime_of
 from ._metrics import open_stream

@@ -10,7 +10,7 @@ through HTTP. Why, of the two ways weighed:
 - They work with no server running (set up accounts before the first
   start), and once for several servers that share one PostgreSQL database.
 - A running server sees a new key at once and a revoked one within
-  ``alallo._key_cache.KEY_CACHE_TTL_S`` (3 s): it remembers a key it found in
+  ``alallo.runtime._key_cache.KEY_CACHE_TTL_S`` (3 s): it remembers a key it found in
   the store that long (streams already open keep going until they end).
 
 Keys are stored as their SHA-256 hash (:mod:`alallo._keys`) with their first

@@ -40,7 +40,7 @@ DataDirOption = Annotated[Path | None, typer.Option(
 
 
 def _configure_logging(level: int) -> None:
-    from alallo._logging import configure_logging
+    from alallo.runtime import configure_logging
 
     # Operator logs go to stderr, so that stdout stays the user's (the demo's live bar):
     # JSON lines with request and job ids, or a console renderer on a terminal.
@@ -179,8 +179,8 @@ def demo(
     """Start the server, fine-tune the tiny model on the sample data, and show it live."""
     import trio
 
-    from alallo.cli._watch import watch_job
     from alallo._status import JobStatus
+    from alallo.cli._watch import watch_job
     from alallo.client import AlalloClientError, Client
 
     console = Console(highlight=False, soft_wrap=True)

@@ -17,7 +17,7 @@ jobs up), or when its owner is a process of this host that no longer runs
 (a server restarted after ``kill -9`` takes its jobs back at once). Every
 node claims expired leases at start and then every heartbeat, in one
 compare-and-set statement per scan, and relocates the jobs from their latest
-checkpoint: the same path as crash recovery (:class:`alallo._job_actor.JobActor`).
+checkpoint: the same path as crash recovery (:class:`alallo.runtime._job_actor.JobActor`).
 """
 
 from __future__ import annotations

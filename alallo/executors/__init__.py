@@ -4,7 +4,7 @@ warm process that has imported the trainer's libraries (room for torchrun and Ra
 A trainer always starts with a scrubbed environment, in its job's directory, as the
 trainer user when the server runs as root, in its own process group, and never outlives
 the server (:mod:`alallo.executors._local`, :mod:`alallo.executors._posix`). Executors
-run commands; they know nothing of jobs (``alallo._launch`` turns a job into a command).
+run commands; they know nothing of jobs (``alallo.runtime._launch`` turns a job into a command).
 
 Names load on first use (PEP 562), so importing one module of the wing does not
 import the rest of it.

@@ -1,5 +1,5 @@
 """Who is calling, and what an account may do: API keys to accounts (with the
-:class:`~alallo._key_cache.KeyCache`), revocation, the local account of an embedded or
+:class:`~alallo.runtime._key_cache.KeyCache`), revocation, the local account of an embedded or
 single-user server, and the right to send a trainer command of one's own."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._errors import Forbidden, Unauthorized
+from .._errors import Forbidden, Unauthorized
+from .._keys import hash_key, new_key, read_key_file, write_key_file
+from .._trainer_registry import TrainerRegistry
+from ..jobs import CommandTrainer, JobSpec, NamedTrainer
+from ..settings import Settings
+from ..store import Store
 from ._key_cache import KeyCache
-from ._keys import hash_key, new_key, read_key_file, write_key_file
 from ._launch import COMMANDS_NOT_ALLOWED, model_refusal
-from ._trainer_registry import TrainerRegistry
-from .jobs import CommandTrainer, JobSpec, NamedTrainer
-from .settings import Settings
-from .store import Store
 
 __all__ = ["LOCAL_ACCOUNT", "Accounts"]
 
@@ -35,7 +35,7 @@ class Accounts:
         self._settings = settings
         self._store = store
         self.key_cache = KeyCache()
-        """API key -> account for a few seconds (:mod:`alallo._key_cache`)."""
+        """API key -> account for a few seconds (:mod:`alallo.runtime._key_cache`)."""
 
     async def ensure_local(self) -> tuple[str, bool]:
         """Make the local account and its key if they do not exist (idempotent, also when
@@ -64,7 +64,7 @@ class Accounts:
         """The account id of an API key.
 
         A key found in the store is remembered for
-        :data:`alallo._key_cache.KEY_CACHE_TTL_S` seconds: one revoked with
+        :data:`alallo.runtime._key_cache.KEY_CACHE_TTL_S` seconds: one revoked with
         :meth:`revoke_api_key` stops working at once, one revoked by another
         process within that time.
 

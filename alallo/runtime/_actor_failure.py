@@ -1,11 +1,11 @@
 """`fail_job`: a job whose actor is gone for good fails; the server and the other jobs go on.
 
 A job's actor is gone for good when its supervisor gave it up (it crashed more often than
-`alallo._starter.JOB_ACTOR_INTENSITY` allows) or when it could not start at all. Nothing then
+`alallo.runtime._starter.JOB_ACTOR_INTENSITY` allows) or when it could not start at all. Nothing then
 writes the job, so the runtime does it once, in the actor's place (DESIGN.md rule 3 holds: the
 actor is gone): the job's last committed state goes through the lifecycle
 (`alallo._lifecycle.ActorFailed`), is committed under the job's lease and published
-(`alallo._job_writer.JobWriter`), and the operator is told as for any platform failure. The
+(`alallo.runtime._job_writer.JobWriter`), and the operator is told as for any platform failure. The
 user sees what the seeds say of a platform failure: ``Failed. We've been notified and are
 looking into it.``, charged nothing.
 """
@@ -16,10 +16,10 @@ import time
 
 import structlog
 
+from .._status import EventType
+from ..jobs import lifecycle
+from ..store import LeaseLost, StoreUnavailable
 from ._job_context import JobContext
-from ._status import EventType
-from .jobs import lifecycle
-from .store import LeaseLost, StoreUnavailable
 
 __all__ = ["fail_job"]
 

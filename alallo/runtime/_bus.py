@@ -7,7 +7,7 @@ falls behind by more than that is marked *lagged*; it then reads what it
 missed from the store and subscribes again (see :func:`Runtime.stream`).
 
 With several processes, a change made by another process is not published
-here: its notice (:mod:`alallo._notify`) *nudges* the job's and the
+here: its notice (:mod:`alallo.runtime._notify`) *nudges* the job's and the
 account's subscribers, which then read it from the store, as a lagged one does.
 """
 

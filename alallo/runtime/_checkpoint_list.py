@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._errors import InvalidRequest
-from ._status import EventType
+from .._errors import InvalidRequest
+from .._status import EventType
 
 if TYPE_CHECKING:
+    from ..jobs import Job
     from ._runtime import Runtime
-    from .jobs import Job
 
 __all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "checkpoint_id", "list_checkpoints"]
 

@@ -26,7 +26,14 @@ import trio
 
 from actors import Actor, ActorError
 
-from ._errors import InvalidRequest
+from .._errors import InvalidRequest
+from .._money import format_money
+from .._status import EventType, JobStatus
+from ..capacity import Acquire, Grant, Release
+from ..executors import TrainerProcess, hand_over
+from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
+from ..store import LeaseLost
+from ..trainers import Checkpoint, Error, Log, parse_line
 from ._job_context import JobContext
 from ._launch import (
     command_refusal,
@@ -36,17 +43,10 @@ from ._launch import (
     trainer_env,
     users_own_command,
 )
-from ._money import format_money
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
-from ._status import EventType, JobStatus
-from .capacity import Acquire, Grant, Release
-from .executors import TrainerProcess, hand_over
-from .jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
-from .store import LeaseLost
-from .trainers import Checkpoint, Error, Log, parse_line
 
 if TYPE_CHECKING:
-    from .jobs import LedgerEntry
+    from ..jobs import LedgerEntry
 
 __all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
 

@@ -6,7 +6,7 @@ written only by its actor here (fencing tokens keep every other process
 out), and the actor publishes every state it persisted on the bus. So the
 last state read from the store stays current until the bus says the job
 changed: :class:`LiveJobs` remembers it and forgets it on that signal
-(:meth:`alallo._bus.EventBus.watch`). A read that was in flight when the job
+(:meth:`alallo.runtime._bus.EventBus.watch`). A read that was in flight when the job
 changed is not remembered (it may be older than the store), and while the
 actor writes a job (from before its commit until the bus has the change) the
 job is read from the store: a reader that saw the new row in the store must
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .jobs import Job
+from ..jobs import Job
 
 __all__ = ["LIVE_JOBS_SIZE", "LiveJobs"]
 

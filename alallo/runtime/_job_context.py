@@ -1,6 +1,6 @@
 """`JobContext`: all a job's actor may ask of the runtime, and nothing more (LAYOUT.md §4.1).
 
-A :class:`~alallo._job_actor.JobActor` holds one instead of the whole
+A :class:`~alallo.runtime._job_actor.JobActor` holds one instead of the whole
 :class:`~alallo.Runtime`: what it reads (settings, the catalogue, the trainers it may
 run), the store reads it makes (its job, the account's money), the writer of its changes,
 the cluster's lease and cancel requests, re-planning, its training file, the shared
@@ -17,27 +17,27 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from actors import ActorRef
 
+from .._trainer_registry import TrainerRegistry
+from ..capacity import Catalogue, PlanOptions, SchedulerMessage
+from ..cluster import CheckpointStorage, Cluster
+from ..executors import TrainerUser
+from ..jobs import Job
+from ..settings import Settings
+from ..store import Store
 from ._bus import EventBus
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
-from ._trainer_registry import TrainerRegistry
 from ._training_files import TrainingFiles
-from .capacity import Catalogue, PlanOptions, SchedulerMessage
-from .cluster import CheckpointStorage, Cluster
-from .executors import TrainerUser
-from .jobs import Job
-from .settings import Settings
-from .store import Store
 
 if TYPE_CHECKING:
-    from .jobs import Event, LedgerEntry, LogLine
+    from ..jobs import Event, LedgerEntry, LogLine
 
 __all__ = ["JobCommits", "JobContext", "RuntimeJobContext"]
 
 
 class JobCommits(Protocol):
     """Where a job's changes are committed, then published: a
-    :class:`~alallo._job_writer.JobWriter` in a runtime, a recorder in a test."""
+    :class:`~alallo.runtime._job_writer.JobWriter` in a runtime, a recorder in a test."""
 
     published_state_seq: int
     """The job state already published (its ``state_seq``)."""
@@ -167,7 +167,7 @@ class RuntimeJobContext:
         self.cluster.drop(job_id)
 
     async def replan(self, job: Job) -> PlanOptions:
-        """The job's plans again (:meth:`alallo._planning.Planning.replan`)."""
+        """The job's plans again (:meth:`alallo.runtime._planning.Planning.replan`)."""
         return await self.replan_of(job)
 
     async def may_run_commands(self, account_id: str) -> bool:

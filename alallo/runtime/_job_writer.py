@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from ..cluster import Cluster
+from ..jobs import Event, Job, LogLine
+from ..store import LeaseLost, Store
 from ._bus import EventBus, Item
 from ._job_cache import LiveJobs
-from .cluster import Cluster
-from .jobs import Event, Job, LogLine
-from .store import LeaseLost, Store
 
 if TYPE_CHECKING:
-    from .jobs import LedgerEntry
+    from ..jobs import LedgerEntry
 
 __all__ = ["JobWriter"]
 

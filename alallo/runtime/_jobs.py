@@ -13,15 +13,15 @@ import trio
 
 from actors import ActorRef, ActorStopped
 
+from .._errors import NotFound
+from .._status import JobStatus
+from ..cluster import Cluster
+from ..jobs import Event, Job, LogLine, lifecycle
+from ..store import Store, read_item
 from ._bus import EventBus, Lagged
-from ._errors import NotFound
 from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
 from ._starter import Starter
-from ._status import JobStatus
-from .cluster import Cluster
-from .jobs import Event, Job, LogLine, lifecycle
-from .store import Store, read_item
 
 __all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
 
@@ -56,7 +56,7 @@ class Jobs:
 
         A job this process owns (its actor runs here under the job's lease)
         is answered from memory while the bus reports no change of it
-        (:mod:`alallo._job_cache`); any other job is read from the store.
+        (:mod:`alallo.runtime._job_cache`); any other job is read from the store.
         """
         owned = self._cluster.owns(job_id)
         job = self._live_jobs.get(job_id) if owned else None

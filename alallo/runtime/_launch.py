@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._trainer_registry import TrainerRegistry
-from .capacity import Catalogue, Grant
-from .executors import TrainerUser
-from .jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
-from .settings import Settings
-from .trainers import TrainerConfig, WandbConfig
+from .._trainer_registry import TrainerRegistry
+from ..capacity import Catalogue, Grant
+from ..executors import TrainerUser
+from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
+from ..settings import Settings
+from ..trainers import TrainerConfig, WandbConfig
 
 __all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "model_refusal", "trainer_command", "trainer_config",
            "trainer_env", "users_own_command"]

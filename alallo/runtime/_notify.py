@@ -25,8 +25,8 @@ import sqlalchemy as sa
 import structlog
 import trio
 
+from ..store import NOTIFY_CHANNEL
 from ._bus import EventBus
-from .store import NOTIFY_CHANNEL
 
 __all__ = ["RECONNECT_S", "listen"]
 

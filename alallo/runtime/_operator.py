@@ -12,7 +12,7 @@ import httpx
 import structlog
 from prometheus_client import Counter
 
-from .cluster import ADOPTED_CAUSE
+from ..cluster import ADOPTED_CAUSE
 
 __all__ = ["ACTOR_RESTARTED", "JOB_RESTARTS", "PLATFORM_FAILURES", "RESTART_CAUSES",
            "SERVER_RESTARTED", "WEBHOOK_TIMEOUT_S", "count_restart", "notify_platform_failure"]

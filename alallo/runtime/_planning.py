@@ -11,10 +11,9 @@ from typing import Any, cast
 
 from actors import ActorRef
 
-from ._errors import InvalidRequest
-from ._status import Message
-from ._training_files import TrainingFiles
-from .capacity import (
+from .._errors import InvalidRequest
+from .._status import Message
+from ..capacity import (
     Catalogue,
     CatalogueModel,
     PlanOptions,
@@ -25,9 +24,10 @@ from .capacity import (
     plan_options,
     tokens_per_example,
 )
-from .jobs import Job, JobSpec, Plan, estimate_price, estimate_time
-from .settings import Settings
-from .store import Store
+from ..jobs import Job, JobSpec, Plan, estimate_price, estimate_time
+from ..settings import Settings
+from ..store import Store
+from ._training_files import TrainingFiles
 
 __all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "SCHEDULER_ASK_S", "Planning"]
 

@@ -1,6 +1,6 @@
 """Jobs that change process: those whose leases lapsed (recovered at start, adopted from a
 stopped process, :mod:`alallo.cluster._cluster`), and cancel requests that reach a job's owner
-through the store (on PostgreSQL, a NOTIFY: :mod:`alallo._notify`)."""
+through the store (on PostgreSQL, a NOTIFY: :mod:`alallo.runtime._notify`)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import trio
 
 from actors import ActorRef, ActorStopped
 
+from ..cluster import ADOPTED_CAUSE, Claim, Cluster
+from ..store import JobCheckpoints, Store, StoreUnavailable
 from ._bus import EventBus
 from ._job_actor import CancelJob, JobMessage
 from ._notify import listen
 from ._starter import Starter
 from ._training_files import TrainingFiles
-from .cluster import ADOPTED_CAUSE, Claim, Cluster
-from .store import JobCheckpoints, Store, StoreUnavailable
 
 __all__ = ["Relocation"]
 
@@ -31,7 +31,7 @@ class Relocation:
         cluster: leases, heartbeats and cancel requests.
         bus: the runtime's event bus (the LISTEN connection publishes other processes'
             changes there).
-        starter: the one way a job's actor starts (:mod:`alallo._starter`).
+        starter: the one way a job's actor starts (:mod:`alallo.runtime._starter`).
         files: the training files' rows, read in bulk for the jobs started.
         checkpoints: primed with each job started, so its actor reads nothing back.
         actor: the running actor of a job, or None.

@@ -38,10 +38,34 @@ from actors import (
     open_supervisor,
 )
 
+from .._errors import NotFound, SettingError
+from .._trainer_registry import TrainerInfo, TrainerRegistry
+from ..capacity import (
+    Catalogue,
+    CatalogueModel,
+    Drain,
+    PlanOptions,
+    Pool,
+    Scheduler,
+    SchedulerMessage,
+)
+from ..cluster import CheckpointStorage, Cluster, FileStorage, check_writable
+from ..executors import trainer_user
+from ..jobs import (
+    Event,
+    Job,
+    JobSpec,
+    LogLine,
+    Progress,
+    estimate_price,
+    estimate_time,
+    lifecycle,
+)
+from ..settings import Settings
+from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._errors import NotFound, SettingError
 from ._job_actor import JobActor, JobMessage, RescheduleJob
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -52,31 +76,7 @@ from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
 from ._relocation import Relocation
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
 from ._streams import Streams
-from ._trainer_registry import TrainerInfo, TrainerRegistry
 from ._training_files import TrainingFiles
-from .capacity import (
-    Catalogue,
-    CatalogueModel,
-    Drain,
-    PlanOptions,
-    Pool,
-    Scheduler,
-    SchedulerMessage,
-)
-from .cluster import CheckpointStorage, Cluster, FileStorage, check_writable
-from .executors import trainer_user
-from .jobs import (
-    Event,
-    Job,
-    JobSpec,
-    LogLine,
-    Progress,
-    estimate_price,
-    estimate_time,
-    lifecycle,
-)
-from .settings import Settings
-from .store import FileRow, JobCheckpoints, Store, StoreUnavailable
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
 
@@ -107,7 +107,7 @@ class Runtime:
         self.settings = settings or Settings()
         self.store = Store(self.settings.resolved_database_url)
         self.accounts = Accounts(self.settings, self.store)
-        """API keys, accounts and what they may do (:mod:`alallo._accounts`)."""
+        """API keys, accounts and what they may do (:mod:`alallo.runtime._accounts`)."""
         self.live_jobs = LiveJobs()
         """The jobs this process owns, as last read, until the bus says they changed."""
         self.bus = EventBus()
@@ -134,12 +134,12 @@ class Runtime:
         self._supervisor: Supervisor | None = None
         self._background: trio.Nursery | None = None
         self.files = TrainingFiles(self.settings, self.store, self.file_storage)
-        """Training files (:mod:`alallo._training_files`)."""
+        """Training files (:mod:`alallo.runtime._training_files`)."""
         self.planning = Planning(self.settings, self.store, self.catalogue, self.pool,
                                  self.files, lambda: self.scheduler)
-        """Plans, estimates, models and capacity (:mod:`alallo._planning`)."""
+        """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, lambda: self.bus, self.get_job)
-        """What followers of a job or an account read (:mod:`alallo._streams`)."""
+        """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
@@ -148,24 +148,24 @@ class Runtime:
             scheduler_of=lambda: self.scheduler, bus_of=lambda: self.bus,
             replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))
-        """All a job's actor may ask of this runtime (:mod:`alallo._job_context`)."""
+        """All a job's actor may ask of this runtime (:mod:`alallo.runtime._job_context`)."""
         self.starter = Starter(lambda job, cause: self._start_actor(job, cause),
                                exists=lambda job_id: job_id in (self._supervisor or ()),
                                fail=partial(fail_job, self.job_context))
-        """The one way job actors start, at most once per job (:mod:`alallo._starter`)."""
+        """The one way job actors start, at most once per job (:mod:`alallo.runtime._starter`)."""
         self.relocation = Relocation(
             store=self.store, cluster=self.cluster, bus=lambda: self.bus, starter=self.starter,
             files=self.files, checkpoints=self._checkpoints,
             actor=self._actor_of)
-        """Jobs recovered, adopted, and cancelled from elsewhere (:mod:`alallo._relocation`)."""
+        """Jobs recovered, adopted, and cancelled from elsewhere (:mod:`alallo.runtime._relocation`)."""
         self.jobs = Jobs(store=self.store, cluster=self.cluster, live_jobs=self.live_jobs,
                          starter=self.starter, bus=lambda: self.bus,
                          actor=self._actor_of)
-        """Reading, listing and cancelling jobs (:mod:`alallo._jobs`)."""
+        """Reading, listing and cancelling jobs (:mod:`alallo.runtime._jobs`)."""
 
     @property
     def bus(self) -> EventBus:
-        """The event bus of this process (:mod:`alallo._bus`)."""
+        """The event bus of this process (:mod:`alallo.runtime._bus`)."""
         return self._bus
 
     @bus.setter
@@ -253,11 +253,11 @@ class Runtime:
                 notify_platform_failure, job_id, reason,
                 webhook_url=self.settings.operator_webhook_url))
 
-    # -- accounts (alallo._accounts) ------------------------------------------
+    # -- accounts (alallo.runtime._accounts) ------------------------------------------
 
     @property
     def key_cache(self) -> KeyCache:
-        """API key -> account for a few seconds (:mod:`alallo._key_cache`)."""
+        """API key -> account for a few seconds (:mod:`alallo.runtime._key_cache`)."""
         return self.accounts.key_cache
 
     async def authenticate(self, api_key: str | None) -> str:
@@ -279,7 +279,7 @@ class Runtime:
         """The trainers a job may name here (``GET /v1/trainers``), built-in ones first."""
         return self.trainers.listed()
 
-    # -- files (alallo._training_files) ---------------------------------------
+    # -- files (alallo.runtime._training_files) ---------------------------------------
 
     async def upload_file(self, account_id: str, filename: str, data: bytes,
                           *, purpose: str = "fine-tune") -> FileRow:
@@ -307,7 +307,7 @@ class Runtime:
         """Delete a file. Raises :class:`NotFound`, or :class:`Conflict` while a live job uses it."""
         await self.files.delete(account_id, file_id)
 
-    # -- plans (alallo._planning) ----------------------------------------------
+    # -- plans (alallo.runtime._planning) ----------------------------------------------
 
     def list_models(self) -> list[CatalogueModel]:
         """The model catalogue, ``runnable_here`` decided by this server's pool."""
@@ -403,7 +403,7 @@ class Runtime:
             intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF,
             on_give_up=self.starter.given_up)
 
-    # -- jobs (alallo._jobs) -------------------------------------------------------
+    # -- jobs (alallo.runtime._jobs) -------------------------------------------------------
 
     async def get_job(self, account_id: str, job_id: str) -> Job:
         """One of the account's jobs (:meth:`Jobs.get_job`). Raises :class:`NotFound`."""
@@ -435,7 +435,7 @@ class Runtime:
         return await self.jobs.read_log(account_id, job_id, after=after, limit=limit,
                                         attempt=attempt)
 
-    # -- streams (alallo._streams) -----------------------------------------------
+    # -- streams (alallo.runtime._streams) -----------------------------------------------
 
     def stream(self, account_id: str, job_id: str, *, after: int = 0) -> AsyncIterator[Item]:
         """Every update of a job with ``seq > after``, in order, until it ends

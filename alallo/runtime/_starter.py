@@ -14,7 +14,7 @@ the scheduler for capacity in their order and jobs created meanwhile join the en
 (the runtime serves meanwhile: ``docs/operations.md``, "Recovery").
 
 A job whose actor cannot start, or whose actor its supervisor gave up after too many crashes,
-is failed through its lifecycle by ``fail`` (`alallo._actor_failure.fail_job`); no start is
+is failed through its lifecycle by ``fail`` (`alallo.runtime._actor_failure.fail_job`); no start is
 accepted for it until that is done.
 """
 
@@ -30,7 +30,7 @@ import trio
 
 from actors import ActorStopped, Backoff, RestartIntensity
 
-from .jobs import Job
+from ..jobs import Job
 
 __all__ = ["JOB_ACTOR_BACKOFF", "JOB_ACTOR_INTENSITY", "Starter"]
 

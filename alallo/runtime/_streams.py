@@ -8,10 +8,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from .._status import JobStatus
+from ..jobs import Event, Job, LogLine
+from ..store import Store, read_item
 from ._bus import EventBus, Item, Lagged
-from ._status import JobStatus
-from .jobs import Event, Job, LogLine
-from .store import Store, read_item
 
 __all__ = ["FEED_PAGE", "Streams"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import trio
 
-from ._errors import Conflict, InvalidRequest, NotFound
-from .cluster import FileStorage
-from .jobs import check_jsonl
-from .settings import Settings
-from .store import FileRow, Store
+from .._errors import Conflict, InvalidRequest, NotFound
+from ..cluster import FileStorage
+from ..jobs import check_jsonl
+from ..settings import Settings
+from ..store import FileRow, Store
 
 __all__ = ["TrainingFiles"]
 

@@ -21,7 +21,7 @@ accounts = sa.Table(
     sa.Column("billing_limit", sa.Float, nullable=False, server_default="0"),
     sa.Column("created_at", sa.Integer, nullable=False),
     # Whether the account may send a command of its own as a job's trainer
-    # (alallo._launch): the local account, and those the operator allowed.
+    # (alallo.runtime._launch): the local account, and those the operator allowed.
     sa.Column("allow_commands", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 api_keys = sa.Table(

@@ -83,7 +83,7 @@ class Store(AccountRows, FileRows, SessionRows):
 
     @property
     def engine(self) -> sa.Engine:
-        """The SQLAlchemy engine (for :mod:`alallo.cluster._cluster` and :mod:`alallo._notify`)."""
+        """The SQLAlchemy engine (for :mod:`alallo.cluster._cluster` and :mod:`alallo.runtime._notify`)."""
         return self._engine
 
     async def transaction(self, fn: Callable[[sa.Connection], T], *,
@@ -170,7 +170,7 @@ class Store(AccountRows, FileRows, SessionRows):
         ledger entry already written (same job, kind and first step) is not
         applied again. On PostgreSQL, with :attr:`announce_as` set, a
         ``pg_notify`` in the same transaction tells the other processes on
-        commit (:mod:`alallo._notify`).
+        commit (:mod:`alallo.runtime._notify`).
 
         Group commit (:mod:`alallo._group_commit`): calls made while another
         batch commits are committed together in the next transaction, with a

@@ -12,7 +12,7 @@ from alallo.cli import app
 
 # Not trio: httpcore (under httpx, the client's) imports it whenever it is installed.
 SERVER_SIDE = ("gateway", "sqlalchemy", "torch", "starlette", "psycopg", "structlog",
-               "alallo._runtime", "alallo.store._store", "alallo.jobs._lifecycle")
+               "alallo.runtime._runtime", "alallo.store._store", "alallo.jobs._lifecycle")
 
 _PROBE = """
 import json, sys

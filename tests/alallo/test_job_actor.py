@@ -23,9 +23,9 @@ import trio.testing
 
 from actors import Actor, Restart, Supervisor, open_supervisor
 from alallo import EventType, JobSpec, JobStatus, Message
-from alallo._actor_failure import fail_job
-from alallo._job_actor import CancelJob, JobActor, RescheduleJob
-from alallo._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
+from alallo.runtime._actor_failure import fail_job
+from alallo.runtime._job_actor import CancelJob, JobActor, RescheduleJob
+from alallo.runtime._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
 from alallo._trainer_registry import TrainerRegistry
 from alallo.capacity import (Acquire, Catalogue, Grant, NodeSpec, Placement, PlanOptions, Pool,
                              Release, SchedulerMessage, plan_options)

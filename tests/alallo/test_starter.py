@@ -1,4 +1,4 @@
-"""`alallo._starter.Starter`: job actors start once per job, in order; what cannot start fails."""
+"""`alallo.runtime._starter.Starter`: job actors start once per job, in order; what cannot start fails."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import trio.testing
 
 from actors import ActorStopped
 from alallo.jobs._job import Job
-from alallo._starter import Starter
+from alallo.runtime._starter import Starter
 
 pytestmark = pytest.mark.unit
 

@@ -25,7 +25,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request, TextMessage
 
 from alallo import Runtime, Settings
-from alallo._logging import configure_logging
+from alallo.runtime._logging import configure_logging
 from gateway import serve
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

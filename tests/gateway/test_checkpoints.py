@@ -162,7 +162,7 @@ class _Runtime:
 
 async def test_a_restarted_job_lists_each_step_once_with_the_loss_known_then(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from alallo import _checkpoint_list
+    from alallo.runtime import _checkpoint_list
 
     monkeypatch.setattr(_checkpoint_list, "_PAGE", 2)  # several reads of events and logs
     runtime = _Runtime()

@@ -11,7 +11,7 @@ import trio
 from httpx_sse import aconnect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
-from alallo._operator import RESTART_CAUSES
+from alallo.runtime._operator import RESTART_CAUSES
 from support import EXAMPLES, FINAL, LiveServer, start_server, stop_server, upload
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -22,8 +22,8 @@ import trio
 
 from alallo import Runtime
 from alallo.jobs._job import Job
-from alallo._job_cache import LiveJobs
-from alallo._key_cache import KeyCache
+from alallo.runtime._job_cache import LiveJobs
+from alallo.runtime._key_cache import KeyCache
 from alallo._keys import hash_key, key_id, new_key
 from alallo.settings import Settings
 from gateway import build_app

@@ -12,7 +12,7 @@ import httpx
 import structlog
 
 from alallo import Runtime, Settings
-from alallo._logging import configure_logging
+from alallo.runtime._logging import configure_logging
 from gateway import build_app
 from support import EXAMPLES
 

@@ -20,7 +20,7 @@ import trio
 from httpx_sse import aconnect_sse
 
 from alallo import Runtime, Settings
-from alallo._bus import EventBus
+from alallo.runtime._bus import EventBus
 from gateway import build_app, serve
 from support import EXAMPLES, FINAL, LiveServer, read_stream, upload
 

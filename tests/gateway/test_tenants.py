@@ -29,7 +29,7 @@ from httpx_ws import WebSocketDisconnect, WebSocketSession, connect_ws
 from starlette.routing import Route, WebSocketRoute
 from typer.testing import CliRunner, Result
 
-from alallo._key_cache import KEY_CACHE_TTL_S
+from alallo.runtime._key_cache import KEY_CACHE_TTL_S
 from alallo.cli import app
 from gateway.app import ROUTES
 from support import EXAMPLES, FINAL, LiveServer, server_env

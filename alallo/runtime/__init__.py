@@ -1,0 +1,51 @@
+"""The engine: :class:`Runtime`, a façade over its parts (accounts, training files, planning,
+jobs, streams, the starter and relocation), each job's actor with the narrow
+:class:`~alallo.runtime._job_context.JobContext` it gets, the event bus, and what tells the
+operator. ``docs/architecture.md`` draws it.
+
+Names load on first use (PEP 562), so importing one module of the wing does not
+import the rest of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._accounts import LOCAL_ACCOUNT as LOCAL_ACCOUNT
+    from ._bus import EventBus as EventBus
+    from ._bus import Item as Item
+    from ._bus import Lagged as Lagged
+    from ._checkpoint_list import list_checkpoints as list_checkpoints
+    from ._logging import configure_logging as configure_logging
+    from ._runtime import Runtime as Runtime
+
+_ORIGINS: dict[str, tuple[str, str | None]] = {
+    "EventBus": ("._bus", "EventBus"),
+    "Item": ("._bus", "Item"),
+    "LOCAL_ACCOUNT": ("._accounts", "LOCAL_ACCOUNT"),
+    "Lagged": ("._bus", "Lagged"),
+    "Runtime": ("._runtime", "Runtime"),
+    "configure_logging": ("._logging", "configure_logging"),
+    "list_checkpoints": ("._checkpoint_list", "list_checkpoints"),
+}
+"""Each public name: the module it comes from, and its name there (None: the module)."""
+
+
+def __getattr__(name: str) -> Any:
+    origin = _ORIGINS.get(name)
+    if origin is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(origin[0], __name__)
+    value = module if origin[1] is None else getattr(module, origin[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = ["LOCAL_ACCOUNT", "EventBus", "Item", "Lagged", "Runtime", "configure_logging",
+           "list_checkpoints"]
