@@ -7,8 +7,12 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["KEY_ID_LENGTH", "KEY_PREFIX", "hash_key", "key_id", "new_key", "read_key_file",
-           "write_key_file"]
+__all__ = ["DEFAULT_DATA_DIR", "KEY_ID_LENGTH", "KEY_PREFIX", "hash_key", "key_id", "new_key",
+           "read_key_file", "write_key_file"]
+
+DEFAULT_DATA_DIR = Path(".alallo")
+"""Where a server keeps its data, and where the local key file is, unless told otherwise
+(``ALALLO_DATA_DIR``): the settings' default and the clients' place to look for a key."""
 
 KEY_PREFIX = "sk-alallo-"
 KEY_ID_LENGTH = len(KEY_PREFIX) + 8

@@ -14,12 +14,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ._keys import DEFAULT_DATA_DIR
 from ._trainer_registry import RegisteredTrainer, TrainerRegistry
 from .capacity import NodeSpec
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_PORT", "Settings"]
 
-DEFAULT_DATA_DIR = Path(".alallo")
 DEFAULT_PORT = 8000
 CONFIG_FILE = "alallo.toml"
 """Settings file read from the working directory, below the environment."""

@@ -20,7 +20,7 @@ from typing import Any, Literal, Required, TypedDict, TypeVar
 import httpx
 from httpx_sse import ServerSentEvent
 
-from alallo._keys import read_key_file
+from alallo._keys import DEFAULT_DATA_DIR, read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq
 from alallo.client._errors import ApiError, ClientError
@@ -203,7 +203,6 @@ def base_url_of(base_url: str | None) -> str:
 
 
 def data_dir() -> Path:
-    from alallo.settings import DEFAULT_DATA_DIR
 
     return Path(os.environ.get("ALALLO_DATA_DIR") or DEFAULT_DATA_DIR)
 
