@@ -1,5 +1,0 @@
-"""``python -m alallo`` is the ``alallo`` command."""
-
-from alallo.cli import main
-
-main()
