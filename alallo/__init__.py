@@ -14,8 +14,9 @@ start in a fraction of the time.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._errors import AlalloError as AlalloError
@@ -182,14 +183,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    origin = _ORIGINS.get(name)
-    if origin is None:
-        raise AttributeError(f"module 'alallo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(origin, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: (module, name) for name, module in _ORIGINS.items()}, __all__)

@@ -21,12 +21,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import (
+    TEST_DATABASE,
+    LiveServer,
+    Servers,
+    created_databases,
+    database_url_for,
+    drop_databases,
+    drop_orphan_databases,
+    new_database_url,
+    start_server,
+    stop_server,
+)
 
 from alallo.settings import Settings
-from support import (TEST_DATABASE, LiveServer, created_databases, database_url_for,
-                     drop_databases, drop_orphan_databases, new_database_url, start_server,
-                     stop_server)
-
 
 FOLDER_MARKERS = {"actors": "unit", "trainers": "unit", "tools": "unit", "cluster": "postgres"}
 """Test folders (under tests/) whose every test needs the same: actors, trainer programs and
@@ -114,3 +122,18 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     yield start
     for server in started:
         stop_server(server)
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[..., Servers]]:
+    """Make groups of servers on a data dir of their own (``ALALLO_*`` variables), each
+    started, killed and restarted by the test; what is still running is stopped after it."""
+    made: list[Servers] = []
+
+    def make(**env: str) -> Servers:
+        made.append(Servers(tmp_path / f"data-{len(made)}", env))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.close()

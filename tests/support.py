@@ -232,3 +232,26 @@ def statuses(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:
         if kind == "job" and (not seen or seen[-1] != data["status"]):
             seen.append(data["status"])
     return seen
+
+
+class Servers:
+    """The servers of one test, one after the other on one data dir; ``kill`` is ``kill -9``
+    (the ``servers`` fixture of conftest.py makes them and stops what is left)."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
+        self.data_dir, self.env = data_dir, env
+        self.started: list[LiveServer] = []
+
+    def start(self) -> LiveServer:
+        server = start_server(self.data_dir, **self.env)
+        self.started.append(server)
+        return server
+
+    def kill(self, server: LiveServer) -> None:
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=30)
+
+    def close(self) -> None:
+        for server in self.started:
+            if server.process.poll() is None:
+                stop_server(server)

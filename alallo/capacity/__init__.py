@@ -13,8 +13,9 @@ import the rest of it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._catalogue import TINY_GPT2 as TINY_GPT2
@@ -59,20 +60,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-def __getattr__(name: str) -> Any:
-    origin = _ORIGINS.get(name)
-    if origin is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(origin[0], __name__)
-    value = module if origin[1] is None else getattr(module, origin[1])
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __all__ = ["TINY_GPT2", "Acquire", "Catalogue", "CatalogueModel", "Drain", "Grant", "Node",
            "NodeSpec", "Placement", "PlanOptions", "Pool", "QueueSnapshot", "Release",
            "Scheduler", "SchedulerMessage", "WaitEstimate", "plan_options", "tokens_per_example"]
+
+__getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

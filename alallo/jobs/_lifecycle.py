@@ -44,24 +44,10 @@ from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
 from ._plan import DEVICE_TYPES
 from ._spec import CommandTrainer
 
-__all__ = [  # the inputs are defined in alallo._job_inputs, re-exported here
-    "ActorFailed",
-    "AutoCancel",
-    "CancelRequested",
-    "CheckpointNotShared",
-    "Created",
-    "Input",
-    "LimitReached",
-    "NotAvailable",
-    "Rescheduled",
-    "Started",
-    "TrainerExited",
-    "TrainerReported",
-    "Transition",
-    "WaitingForCapacity",
-    "append_log",
-    "apply",
-    "checkpoint_not_shared",
+__all__ = [  # the inputs (alallo.jobs._inputs), re-exported: callers say lifecycle.Created
+    "ActorFailed", "AutoCancel", "CancelRequested", "CheckpointNotShared", "Created", "Input",
+    "LimitReached", "NotAvailable", "Rescheduled", "Started", "TrainerExited", "TrainerReported",
+    "Transition", "WaitingForCapacity", "append_log", "apply", "checkpoint_not_shared",
 ]
 
 

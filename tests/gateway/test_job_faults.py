@@ -16,58 +16,28 @@ third stopped the server's start with a ``TrioInternalError``.
 from __future__ import annotations
 
 import json
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import sqlalchemy as sa
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.pool import NullPool
-
-from support import EXAMPLES, LiveServer, job_of, read_stream, start_server, stop_server, upload
+from support import (
+    EXAMPLES,
+    LiveServer,
+    Servers,
+    job_of,
+    read_stream,
+    stop_server,
+    upload,
+)
 from test_money_and_failures import webhook
 from test_stored_rows import store_url
 
 NOTIFIED = "Failed. We've been notified and are looking into it."
-
-
-class Servers:
-    """The servers of one test, one after the other on one data dir."""
-
-    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
-        self.data_dir, self.env = data_dir, env
-        self.started: list[LiveServer] = []
-
-    def start(self) -> LiveServer:
-        server = start_server(self.data_dir, **self.env)
-        self.started.append(server)
-        return server
-
-    def kill(self, server: LiveServer) -> None:
-        server.process.send_signal(signal.SIGKILL)
-        server.process.wait(timeout=30)
-
-    def close(self) -> None:
-        for server in self.started:
-            if server.process.poll() is None:
-                stop_server(server)
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Callable[..., Servers]]:
-    made: list[Servers] = []
-
-    def make(**env: str) -> Servers:
-        made.append(Servers(tmp_path / f"data-{len(made)}", env))
-        return made[-1]
-
-    yield make
-    for group in made:
-        group.close()
 
 
 def connect(server: LiveServer) -> httpx.AsyncClient:

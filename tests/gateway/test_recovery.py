@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,51 +29,21 @@ import httpx
 import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
-
-from support import (EXAMPLES, Item, LiveServer, follow_stream, job_of, read_stream,
-                     start_server, stop_server, upload)
+from support import (
+    EXAMPLES,
+    Item,
+    LiveServer,
+    Servers,
+    follow_stream,
+    job_of,
+    read_stream,
+    upload,
+)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
 """A simulated step of 0.1 s then costs $0.10."""
 STEP_PRICE = PRICE_PER_HOUR * STEP_S / 3600
-
-
-class Servers:
-    """Servers of one test on one data dir; ``kill`` is ``kill -9``."""
-
-    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
-        self.data_dir = data_dir
-        self.env = env
-        self.started: list[LiveServer] = []
-
-    def start(self) -> LiveServer:
-        server = start_server(self.data_dir, **self.env)
-        self.started.append(server)
-        return server
-
-    def kill(self, server: LiveServer) -> None:
-        server.process.send_signal(signal.SIGKILL)
-        server.process.wait(timeout=30)
-
-    def close(self) -> None:
-        for server in self.started:
-            if server.process.poll() is None:
-                stop_server(server)
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Callable[..., Servers]]:
-    made: list[Servers] = []
-
-    def make(**env: str) -> Servers:
-        group = Servers(tmp_path / f"data-{len(made)}", env)
-        made.append(group)
-        return group
-
-    yield make
-    for group in made:
-        group.close()
 
 
 def connect(server: LiveServer) -> httpx.AsyncClient:
