@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import trio
 
-    from ._incarnation import Incarnation
+    from ._protocols import ActorCell
     from ._ref import ActorRef
 
 __all__ = ["Actor"]
 
 MessageT = TypeVar("MessageT")
+
+if TYPE_CHECKING:
+    class _Cell(ActorCell, Protocol[MessageT]):
+        """The actor's incarnation, as the actor sees it (an `Incarnation`)."""
+
+        @property
+        def ref(self) -> ActorRef[MessageT]: ...
 
 
 class Actor(Generic[MessageT]):
@@ -49,10 +56,10 @@ class Actor(Generic[MessageT]):
     control_messages: ClassVar[tuple[type, ...]] = ()
 
     def __init__(self) -> None:
-        self._incarnation: Incarnation[MessageT] | None = None
+        self._incarnation: _Cell[MessageT] | None = None
 
-    def _cell(self) -> Incarnation[MessageT]:
-        cell: Incarnation[MessageT] | None = getattr(self, "_incarnation", None)
+    def _cell(self) -> _Cell[MessageT]:
+        cell: _Cell[MessageT] | None = getattr(self, "_incarnation", None)
         if cell is None:
             raise RuntimeError(
                 f"{type(self).__name__} is not running: start it with Supervisor.start_child"

@@ -13,7 +13,7 @@ from ._incarnation import Environment, IncarnationBase, split_crash
 from ._restart import Backoff, Restart, RestartIntensity, _RestartWindow
 
 if TYPE_CHECKING:
-    from ._supervisor import Supervisor
+    from ._protocols import NestedSupervisor
 
 __all__ = ["Child", "GiveUp", "SupervisorIncarnation"]
 
@@ -52,7 +52,7 @@ class Child:
         name: str,
         factory: Callable[..., object] | None,
         args: tuple[object, ...],
-        supervisor: Supervisor | None,
+        supervisor: NestedSupervisor | None,
         restart: Restart,
         mailbox_size: int,
         throughput: int,
@@ -85,7 +85,7 @@ class SupervisorIncarnation(IncarnationBase):
 
     __slots__ = ("_scope", "_stop_event", "sup")
 
-    def __init__(self, sup: Supervisor, env: Environment, *, number: int) -> None:
+    def __init__(self, sup: NestedSupervisor, env: Environment, *, number: int) -> None:
         super().__init__(env, name=sup.name, number=number, throughput=1, placement=None)
         self.sup = sup
         self._stop_event = trio.Event()

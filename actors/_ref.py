@@ -11,8 +11,8 @@ from outcome import Outcome
 from ._exceptions import AskTimeout
 
 if TYPE_CHECKING:
-    from ._incarnation import Incarnation
     from ._mailbox import MailboxStatistics
+    from ._protocols import RefCell
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ActorRef"]
 
@@ -80,7 +80,7 @@ class ActorRef(Generic[MessageT]):
 
     __slots__ = ("_incarnation",)
 
-    def __init__(self, incarnation: Incarnation[MessageT]) -> None:
+    def __init__(self, incarnation: RefCell) -> None:
         self._incarnation = incarnation
 
     def __repr__(self) -> str:

@@ -34,7 +34,14 @@ from ._child import Child, SupervisorIncarnation
 from ._dead_letters import DeadLetters
 from ._exceptions import ActorStopped, SupervisorEscalation
 from ._incarnation import Environment, Incarnation, IncarnationBase
-from ._restart import Backoff, Restart, RestartIntensity, Strategy, _RestartWindow, restarts
+from ._restart import (
+    Backoff,
+    Restart,
+    RestartIntensity,
+    Strategy,
+    _RestartWindow,
+    restarts,
+)
 
 __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "Supervision"]
 
