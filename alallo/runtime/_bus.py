@@ -106,7 +106,8 @@ class EventBus:
     """Fan-out of job items to subscribers, by job and by account."""
 
     def __init__(self, *, buffer_size: int = DEFAULT_BUFFER) -> None:
-        self._buffer_size = buffer_size
+        self.buffer_size = buffer_size
+        """Items a new subscriber may fall behind before it must catch up from the store."""
         self._by_job: dict[str, set[Subscription]] = {}
         self._by_account: dict[str, set[Subscription]] = {}
         self._watchers: list[Callable[[str | None], None]] = []
@@ -158,7 +159,7 @@ class EventBus:
         table, key = (
             (self._by_job, job_id) if job_id is not None else (self._by_account, str(account_id))
         )
-        sub = Subscription(self._buffer_size)
+        sub = Subscription(self.buffer_size)
         table.setdefault(key, set()).add(sub)
         try:
             yield sub

@@ -121,8 +121,7 @@ class JobContext(Protocol):
 class RuntimeJobContext:
     """The :class:`JobContext` of a runtime, made of its parts (no reference to the runtime).
 
-    ``scheduler_of``, ``bus_of`` and ``replan_of`` are read at each call: the runtime
-    starts its scheduler after building this, and a runtime may be given another bus.
+    ``scheduler_of`` is read at each call: the runtime starts its scheduler after building this.
     """
 
     settings: Settings
@@ -135,7 +134,7 @@ class RuntimeJobContext:
     live_jobs: LiveJobs
     files: TrainingFiles
     scheduler_of: Callable[[], ActorRef[SchedulerMessage] | None]
-    bus_of: Callable[[], EventBus]
+    bus: EventBus
     replan_of: Callable[[Job], Awaitable[PlanOptions]]
     may_run_commands_of: Callable[[str], Awaitable[bool]]
     notify: Callable[[str, str], None]
@@ -151,7 +150,7 @@ class RuntimeJobContext:
 
     def writer(self, published_state_seq: int = 0) -> JobWriter:
         """A writer over the store, the cluster's leases, the live jobs and the bus."""
-        return JobWriter(self.store, self.cluster, self.live_jobs, self.bus_of,
+        return JobWriter(self.store, self.cluster, self.live_jobs, self.bus,
                          published_state_seq)
 
     async def balance(self, account_id: str) -> tuple[float, float]:

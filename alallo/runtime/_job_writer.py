@@ -8,7 +8,6 @@ actor's last committed state is the one it starts from, so the one-writer rule h
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -34,13 +33,13 @@ class JobWriter:
         store: where the changes are committed.
         cluster: the leases; a change is written with the job's lease epoch (its fencing token).
         live_jobs: the jobs answered from memory, told a write is under way.
-        bus: the event bus the changes are published on, read at each write.
+        bus: the event bus the changes are published on.
         published_state_seq: The job state already published (its ``state_seq``); a state is
             published again only when it is newer.
     """
 
     def __init__(self, store: Store, cluster: Cluster, live_jobs: LiveJobs,
-                 bus: Callable[[], EventBus], published_state_seq: int = 0) -> None:
+                 bus: EventBus, published_state_seq: int = 0) -> None:
         self._store = store
         self._cluster = cluster
         self._live_jobs = live_jobs
@@ -72,7 +71,7 @@ class JobWriter:
                 items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
                 self.published_state_seq = job.state_seq
             items.sort(key=lambda item: item.seq)
-            self._bus().publish(job.account_id, items)
+            self._bus.publish(job.account_id, items)
         finally:
             live.end_write(job.id)
         for e in events:

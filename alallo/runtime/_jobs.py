@@ -42,7 +42,7 @@ class Jobs:
     """
 
     def __init__(self, *, store: Store, cluster: Cluster, live_jobs: LiveJobs, starter: Starter,
-                 bus: Callable[[], EventBus],
+                 bus: EventBus,
                  actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
         self._store = store
         self._cluster = cluster
@@ -104,7 +104,7 @@ class Jobs:
     async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:
         """Cancel a job another process owns: record the request (it survives that process)
         and, on PostgreSQL, wait (bounded) until the owner has taken it."""
-        with self._bus().subscribe(job_id=job_id) as subscription:
+        with self._bus.subscribe(job_id=job_id) as subscription:
             await self._cluster.request_cancel(job_id)
             job = await self.get_job(account_id, job_id)
             if self._store.is_postgres:

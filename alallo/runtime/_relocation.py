@@ -37,7 +37,7 @@ class Relocation:
         actor: the running actor of a job, or None.
     """
 
-    def __init__(self, *, store: Store, cluster: Cluster, bus: Callable[[], EventBus],
+    def __init__(self, *, store: Store, cluster: Cluster, bus: EventBus,
                  starter: Starter, files: TrainingFiles, checkpoints: JobCheckpoints,
                  actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
         self._store = store
@@ -60,7 +60,7 @@ class Relocation:
         async with trio.open_nursery() as nursery:
             if self._store.is_postgres:
                 await nursery.start(partial(
-                    listen, self._store.url, self._cluster.node_id, self._bus(),
+                    listen, self._store.url, self._cluster.node_id, self._bus,
                     on_cancel=partial(self._on_cancel_notice, nursery),
                     on_connected=partial(nursery.start_soon, self._cancel_requested_jobs)))
             nursery.start_soon(self._cluster.run, self.adopt)

@@ -111,6 +111,9 @@ class Runtime:
         self.live_jobs = LiveJobs()
         """The jobs this process owns, as last read, until the bus says they changed."""
         self.bus = EventBus()
+        """The event bus of this process (:mod:`alallo.runtime._bus`)."""
+        # The remembered jobs are valid only while the bus reports their changes.
+        self.bus.watch(self.live_jobs.forget)
         self.catalogue = Catalogue()
         self.pool = Pool(self.settings.node_specs)
         self.trainers = TrainerRegistry(self.settings.trainers)
@@ -138,14 +141,14 @@ class Runtime:
         self.planning = Planning(self.settings, self.store, self.catalogue, self.pool,
                                  self.files, lambda: self.scheduler)
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
-        self.streams = Streams(self.store, lambda: self.bus, self.get_job)
+        self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
             trainer_user=self.trainer_user, checkpoint_storage=self.checkpoint_storage,
             store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
-            scheduler_of=lambda: self.scheduler, bus_of=lambda: self.bus,
+            scheduler_of=lambda: self.scheduler, bus=self.bus,
             replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))
         """All a job's actor may ask of this runtime (:mod:`alallo.runtime._job_context`)."""
@@ -154,26 +157,14 @@ class Runtime:
                                fail=partial(fail_job, self.job_context))
         """The one way job actors start, at most once per job (:mod:`alallo.runtime._starter`)."""
         self.relocation = Relocation(
-            store=self.store, cluster=self.cluster, bus=lambda: self.bus, starter=self.starter,
+            store=self.store, cluster=self.cluster, bus=self.bus, starter=self.starter,
             files=self.files, checkpoints=self._checkpoints,
             actor=self._actor_of)
         """Jobs recovered, adopted, and cancelled from elsewhere (:mod:`alallo.runtime._relocation`)."""
         self.jobs = Jobs(store=self.store, cluster=self.cluster, live_jobs=self.live_jobs,
-                         starter=self.starter, bus=lambda: self.bus,
+                         starter=self.starter, bus=self.bus,
                          actor=self._actor_of)
         """Reading, listing and cancelling jobs (:mod:`alallo.runtime._jobs`)."""
-
-    @property
-    def bus(self) -> EventBus:
-        """The event bus of this process (:mod:`alallo.runtime._bus`)."""
-        return self._bus
-
-    @bus.setter
-    def bus(self, bus: EventBus) -> None:
-        # The remembered jobs are valid only while this bus reports their changes.
-        bus.watch(self.live_jobs.forget)
-        self.live_jobs.forget(None)
-        self._bus = bus
 
     async def __aenter__(self) -> Runtime:
         try:

@@ -26,12 +26,12 @@ class Streams:
 
     Args:
         store: where the backlog is read.
-        bus: the runtime's event bus, read at each call (a runtime may be given another).
+        bus: the runtime's event bus.
         get_job: the runtime's ``get_job(account_id, job_id)`` (it answers owned jobs from
             memory and raises :class:`alallo.NotFound` for another account's).
     """
 
-    def __init__(self, store: Store, bus: Callable[[], EventBus],
+    def __init__(self, store: Store, bus: EventBus,
                  get_job: Callable[[str, str], Awaitable[Job]]) -> None:
         self._store = store
         self._bus = bus
@@ -68,7 +68,7 @@ class Streams:
         await self._get_job(account_id, job_id)
         cursor = after
         while True:
-            with self._bus().subscribe(job_id=job_id) as subscription:
+            with self._bus.subscribe(job_id=job_id) as subscription:
                 job = await self._get_job(account_id, job_id)
                 backlog = [Item(job_id, kind, seq, public)
                            for kind, seq, data in await self._store.items_after(job_id, cursor)
@@ -112,7 +112,7 @@ class Streams:
         nothing and never sees a state twice.
         """
         cursor = after
-        with self._bus().subscribe(account_id=account_id) as subscription:
+        with self._bus.subscribe(account_id=account_id) as subscription:
             while True:
                 while True:
                     rows = await self._store.job_feed_after(account_id, cursor, limit=FEED_PAGE)

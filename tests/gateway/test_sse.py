@@ -17,14 +17,12 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from asgi import start_request
 from httpx_sse import aconnect_sse
-
-from alallo import Runtime, Settings
-from alallo.runtime._bus import EventBus
-from gateway import build_app, serve
 from support import EXAMPLES, FINAL, LiveServer, read_stream, upload
 
-from asgi import start_request
+from alallo import Runtime, Settings
+from gateway import build_app, serve
 
 SAMPLE = EXAMPLES / "sample.jsonl"
 
@@ -139,7 +137,7 @@ async def test_the_account_stream_shows_every_job_live_and_resumes_from_its_curs
 async def test_a_stalled_reader_slows_no_one_and_catches_up_when_it_reads_again(
         tmp_path: Path) -> None:
     async with Runtime(Settings(data_dir=tmp_path)) as runtime:
-        runtime.bus = EventBus(buffer_size=8)  # so that the stalled reader surely overflows
+        runtime.bus.buffer_size = 8  # so that the stalled reader surely overflows
         account = await runtime.authenticate(runtime.api_key)
         file = await runtime.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
         job = await runtime.create_job(account, {
