@@ -339,13 +339,13 @@ class Runtime:
             raise NotFound(f"no node {name!r}", param="node")
         moved = cast(list[str], await self.scheduler.ask(Drain(name, on=on),
                                                          timeout=SCHEDULER_ASK_S))
-        if on and self._supervisor is not None:
-            for job_id in moved:
-                ref = self._supervisor.lookup(job_id)
-                if ref is not None:
-                    with contextlib.suppress(ActorStopped):
-                        await ref.tell(RescheduleJob(f"node {name} is draining"))
-        return moved if on else []
+        if not on:
+            return []
+        for job_id in moved:
+            if (ref := self._actor_of(job_id)) is not None:
+                with contextlib.suppress(ActorStopped):
+                    await ref.tell(RescheduleJob(f"node {name} is draining"))
+        return moved
 
     # -- jobs ----------------------------------------------------------------
 
