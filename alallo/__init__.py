@@ -3,7 +3,7 @@
 The embedding API is :class:`Runtime` with :class:`Settings`; the HTTP
 clients are :class:`Client` and :class:`AsyncClient` (from
 :mod:`alallo.client`), whose results are typed by the TypedDicts of
-:mod:`alallo.client._types` (:class:`FineTuningJob`, :class:`FileObject`,
+:mod:`alallo.api` (:class:`FineTuningJob`, :class:`FileObject`,
 :class:`Page`...); the command line is ``alallo``.
 
 The names below are loaded on first use (PEP 562): a trainer process
@@ -33,37 +33,37 @@ if TYPE_CHECKING:
     from ._status import Message as Message
     from .client import Client as Client
     from .client._async import AsyncClient as AsyncClient
-    from .client._types import Capacity as Capacity
-    from .client._types import CapacityNode as CapacityNode
-    from .client._types import Checkpoint as Checkpoint
-    from .client._types import CheckpointList as CheckpointList
-    from .client._types import CheckpointMetrics as CheckpointMetrics
-    from .client._types import DashboardLink as DashboardLink
-    from .client._types import Estimate as Estimate
-    from .client._types import EstimatePlan as EstimatePlan
-    from .client._types import EstimatePrice as EstimatePrice
-    from .client._types import FileDeleted as FileDeleted
-    from .client._types import FileList as FileList
-    from .client._types import FileObject as FileObject
-    from .client._types import FineTuningJob as FineTuningJob
-    from .client._types import Health as Health
-    from .client._types import JobError as JobError
-    from .client._types import JobEvent as JobEvent
-    from .client._types import JobEventList as JobEventList
-    from .client._types import JobList as JobList
-    from .client._types import LatestCheckpoint as LatestCheckpoint
-    from .client._types import LogPage as LogPage
-    from .client._types import Model as Model
-    from .client._types import ModelList as ModelList
-    from .client._types import NodeDrain as NodeDrain
-    from .client._types import Page as Page
-    from .client._types import Price as Price
-    from .client._types import PriceRange as PriceRange
-    from .client._types import Progress as Progress
-    from .client._types import TimeRange as TimeRange
-    from .client._types import Trainer as Trainer
-    from .client._types import TrainerList as TrainerList
-    from .client._types import TrainingLogLine as TrainingLogLine
+    from .api import Capacity as Capacity
+    from .api import CapacityNode as CapacityNode
+    from .api import Checkpoint as Checkpoint
+    from .api import CheckpointList as CheckpointList
+    from .api import CheckpointMetrics as CheckpointMetrics
+    from .api import DashboardLink as DashboardLink
+    from .api import Estimate as Estimate
+    from .api import EstimatePlan as EstimatePlan
+    from .api import EstimatePrice as EstimatePrice
+    from .api import FileDeleted as FileDeleted
+    from .api import FileList as FileList
+    from .api import FileObject as FileObject
+    from .api import FineTuningJob as FineTuningJob
+    from .api import Health as Health
+    from .api import JobError as JobError
+    from .api import JobEvent as JobEvent
+    from .api import JobEventList as JobEventList
+    from .api import JobList as JobList
+    from .api import LatestCheckpoint as LatestCheckpoint
+    from .api import LogPage as LogPage
+    from .api import Model as Model
+    from .api import ModelList as ModelList
+    from .api import NodeDrain as NodeDrain
+    from .api import Page as Page
+    from .api import Price as Price
+    from .api import PriceRange as PriceRange
+    from .api import Progress as Progress
+    from .api import TimeRange as TimeRange
+    from .api import Trainer as Trainer
+    from .api import TrainerList as TrainerList
+    from .api import TrainingLogLine as TrainingLogLine
     from .jobs import Event as Event
     from .jobs import Job as Job
     from .jobs import JobSpec as JobSpec
@@ -76,54 +76,54 @@ _ORIGINS = {
     "LOCAL_ACCOUNT": ".runtime",
     "AlalloError": "._errors",
     "AsyncClient": ".client",
-    "Capacity": ".client._types",
-    "CapacityNode": ".client._types",
-    "Checkpoint": ".client._types",
-    "CheckpointList": ".client._types",
-    "CheckpointMetrics": ".client._types",
+    "Capacity": ".api",
+    "CapacityNode": ".api",
+    "Checkpoint": ".api",
+    "CheckpointList": ".api",
+    "CheckpointMetrics": ".api",
     "Client": ".client",
     "Conflict": "._errors",
-    "DashboardLink": ".client._types",
-    "Estimate": ".client._types",
-    "EstimatePlan": ".client._types",
-    "EstimatePrice": ".client._types",
+    "DashboardLink": ".api",
+    "Estimate": ".api",
+    "EstimatePlan": ".api",
+    "EstimatePrice": ".api",
     "Event": ".jobs",
     "EventType": "._status",
-    "FileDeleted": ".client._types",
-    "FileList": ".client._types",
-    "FileObject": ".client._types",
-    "FineTuningJob": ".client._types",
+    "FileDeleted": ".api",
+    "FileList": ".api",
+    "FileObject": ".api",
+    "FineTuningJob": ".api",
     "Forbidden": "._errors",
-    "Health": ".client._types",
+    "Health": ".api",
     "InvalidFile": "._errors",
     "InvalidRequest": "._errors",
     "InvalidTransition": "._errors",
     "Job": ".jobs",
-    "JobError": ".client._types",
-    "JobEvent": ".client._types",
-    "JobEventList": ".client._types",
-    "JobList": ".client._types",
+    "JobError": ".api",
+    "JobEvent": ".api",
+    "JobEventList": ".api",
+    "JobList": ".api",
     "JobSpec": ".jobs",
     "JobStatus": "._status",
-    "LatestCheckpoint": ".client._types",
+    "LatestCheckpoint": ".api",
     "LogLine": ".jobs",
-    "LogPage": ".client._types",
+    "LogPage": ".api",
     "Message": "._status",
-    "Model": ".client._types",
-    "ModelList": ".client._types",
-    "NodeDrain": ".client._types",
+    "Model": ".api",
+    "ModelList": ".api",
+    "NodeDrain": ".api",
     "NotFound": "._errors",
-    "Page": ".client._types",
-    "Price": ".client._types",
-    "PriceRange": ".client._types",
-    "Progress": ".client._types",
+    "Page": ".api",
+    "Price": ".api",
+    "PriceRange": ".api",
+    "Progress": ".api",
     "Runtime": ".runtime",
     "SettingError": "._errors",
     "Settings": ".settings",
-    "TimeRange": ".client._types",
-    "Trainer": ".client._types",
-    "TrainerList": ".client._types",
-    "TrainingLogLine": ".client._types",
+    "TimeRange": ".api",
+    "Trainer": ".api",
+    "TrainerList": ".api",
+    "TrainingLogLine": ".api",
     "Unauthorized": "._errors",
 }
 

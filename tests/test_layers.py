@@ -17,6 +17,7 @@ LEVELS = {
     # 1: what every wing may use; none of these imports another
     "alallo._status": 1, "alallo._types": 1, "alallo._keys": 1, "alallo._money": 1,
     "alallo._json": 1, "alallo._errors": 1, "alallo._lazy": 1, "alallo.trainers": 1, "actors": 1,
+    "alallo.api": 1,
     # 2: the pure domain, where trainers run, and the clients (which stand apart)
     "alallo.jobs": 2, "alallo.executors": 2, "alallo.client": 2,
     # 3 and 4: where jobs can run, durable state, many processes, the settings

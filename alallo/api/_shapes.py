@@ -1,63 +1,50 @@
-"""What the Python clients return: the API's JSON objects as :class:`typing.TypedDict`.
+"""The JSON of every answer of the HTTP API (API.md), written once, as TypedDicts.
 
-Each type names the keys of one answer of API.md, with their value types, so
-an editor completes ``job["time_left"]["text"]`` and a type checker catches
-``job["progres"]``. At runtime every result is still the plain ``dict``
-that ``json.loads`` made (a TypedDict is a dict), so code written against
-the untyped clients keeps working, and a field the server adds before these
-types name it is there to read (``typing.TypedDict`` does not drop keys).
+One owner for each shape: the server builds its answers as these types
+(:mod:`alallo.runtime._views`), ``/openapi.json`` is generated from them with
+pydantic (:func:`pydantic.TypeAdapter.json_schemas`, docstrings included), and
+the Python clients return them, so an editor completes
+``job["time_left"]["text"]`` and a type checker catches ``job["progres"]``. At
+runtime every result is still the plain ``dict`` that ``json.loads`` made (a
+TypedDict is a dict): a field the server adds before these types name it is
+there to read.
 
-The server's side of the same shapes is the pydantic models of
-``gateway._schemas``, which generate ``/openapi.json``; alallo cannot import
-the gateway (imports go gateway -> alallo -> actors), so these are written
-out once more, and ``tests/alallo/test_client_types.py`` checks that every
-type's keys, required and optional, equal its schema's properties in
-``/openapi.json`` and that a live server's answers carry exactly these keys.
+This module imports nothing of alallo, so the clients use it without the
+server. The job's own shapes are in :mod:`alallo.api._job_shapes`.
 """
 
-# No ``from __future__ import annotations``: Python 3.11 finds ``NotRequired``
-# in a TypedDict's annotations only when they are evaluated (PEP 655).
-from typing import Any, Generic, Literal, NotRequired, TypedDict, TypeVar
+# No ``from __future__ import annotations``: ``NotRequired`` is found in a
+# TypedDict's annotations only when they are evaluated (PEP 655).
+# ``typing_extensions.TypedDict`` rather than ``typing``'s: pydantic reads it
+# on Python < 3.12 (and its attribute docstrings, for OpenAPI's descriptions).
+from typing import Generic, Literal, NotRequired, TypeVar
+
+from typing_extensions import TypedDict
 
 __all__ = [
     "Capacity",
     "CapacityNode",
-    "Checkpoint",
-    "CheckpointList",
-    "CheckpointMetrics",
     "DashboardLink",
+    "ErrorBody",
     "Estimate",
     "EstimatePlan",
     "EstimatePrice",
     "FileDeleted",
     "FileList",
     "FileObject",
-    "FineTuningJob",
     "Health",
     "JobError",
-    "JobEvent",
-    "JobEventList",
-    "JobList",
-    "LatestCheckpoint",
-    "LogPage",
     "Model",
     "ModelList",
     "NodeDrain",
     "Page",
-    "Price",
-    "PriceRange",
-    "Progress",
     "TimeRange",
     "Trainer",
     "TrainerList",
-    "TrainingLogLine",
+    "document",
 ]
 
 T = TypeVar("T")
-
-JobStatusName = Literal["queued", "running", "re-scheduling", "cancelling", "cancelled",
-                        "succeeded", "failed"]
-"""The values of a job's ``status`` (:class:`alallo.JobStatus`)."""
 
 
 class Page(TypedDict, Generic[T]):
@@ -95,8 +82,12 @@ class FileObject(TypedDict):
     status_details: str | None
 
 
-class FileList(Page[FileObject]):
+class FileList(TypedDict):
     """A page of the account's files, newest first (``list_files``)."""
+
+    object: Literal["list"]
+    data: list[FileObject]
+    has_more: bool
 
 
 class FileDeleted(TypedDict):
@@ -130,8 +121,12 @@ class Model(TypedDict):
     """Whether this server's nodes can train it."""
 
 
-class ModelList(Page[Model]):
+class ModelList(TypedDict):
     """The catalogue (``list_models``)."""
+
+    object: Literal["list"]
+    data: list[Model]
+    has_more: bool
 
 
 class Trainer(TypedDict):
@@ -144,8 +139,12 @@ class Trainer(TypedDict):
     built_in: bool
 
 
-class TrainerList(Page[Trainer]):
+class TrainerList(TypedDict):
     """The trainers of the server (``list_trainers``), built-in ones first."""
+
+    object: Literal["list"]
+    data: list[Trainer]
+    has_more: bool
 
 
 class CapacityNode(TypedDict):
@@ -238,174 +237,20 @@ class Estimate(TypedDict):
     """Whether the account's balance (and billing limit) covers the high price."""
 
 
-# -- jobs ------------------------------------------------------------------------------
-
-
-class Progress(TypedDict):
-    """Steps done of a job."""
-
-    step: int
-    max_steps: int
-    percent: float
-    """0 to 100."""
-    epoch: float | None
-    loss: float | None
-    """The latest training loss; None before the first."""
-
-
-class PriceRange(TypedDict):
-    """A price range, in the enclosing :class:`Price`'s ``currency``."""
-
-    low: float
-    high: float
-
-
-class Price(TypedDict):
-    """What a job is estimated to cost, and what was charged and refunded."""
-
-    estimate: PriceRange
-    charged: float
-    refunded: float
-    currency: str
-
-
-class LatestCheckpoint(TypedDict):
-    """A job's latest checkpoint (its ``checkpoint``); see :class:`Checkpoint` for the list."""
-
-    step: int
-    created_at: int
-
-
 class JobError(TypedDict):
-    """Why a job failed (its ``error``); the shape of every API error's ``error`` too."""
+    """Why a job failed (its ``error``), and the ``error`` of every refusal (:class:`ErrorBody`)."""
 
     code: str
+    """E.g. ``invalid_request_error``, ``not_found``, ``user_error``."""
     message: str
     param: str | None
+    """The request's field at fault (``training_file``, ``hyperparameters.n_epochs``), or None."""
 
 
-class FineTuningJob(TypedDict):
-    """A fine-tuning job (``create_job``, ``get_job``, ``cancel_job``, ``iter_jobs``; API.md)."""
+class ErrorBody(TypedDict):
+    """Every refusal (HTTP 4xx): ``{"error": {"code", "message", "param"}}``."""
 
-    id: str
-    """``ft-…``."""
-    object: Literal["fine_tuning.job"]
-    name: str | None
-    model: str
-    training_file: str
-    validation_file: str | None
-    suffix: str | None
-    method: str
-    """``supervised``."""
-    adapter: Literal["lora", "full"]
-    precision: Literal["16-bit", "4-bit"]
-    goal: Literal["lowest_cost", "fastest_finish"]
-    trainer: str
-    """``trl``, ``simulated`` or ``command``."""
-    hyperparameters: dict[str, Any]
-    """The settings the trainer gets, defaults filled in."""
-    status: JobStatusName
-    message: str | None
-    """What users read next to the status, e.g. ``Starting``."""
-    progress: Progress
-    time_left: TimeRange | None
-    """Estimated time left; None when not running."""
-    estimate: TimeRange
-    """The whole run's estimated duration, from its plan."""
-    price: Price
-    plan: EstimatePlan
-    """The devices the job runs on."""
-    placement: dict[str, Any] | None
-    """The node and devices it holds now; None when none."""
-    queue_position: int | None
-    """Place in the queue while waiting for devices (1: next)."""
-    created_at: int
-    started_at: int | None
-    finished_at: int | None
-    estimated_finish: int | None
-    """Unix seconds, the long end of ``time_left`` from now."""
-    attempt: int
-    """1, then one more each time the job is moved or resumed."""
-    checkpoint: LatestCheckpoint | None
-    fine_tuned_model: str | None
-    error: JobError | None
-    seq: int
-    """The job's sequence number of this state (the stream's ``id``)."""
-    integrations: list[dict[str, Any]]
-    """As given, without secrets (a W&B ``api_key`` is left out)."""
-    seed: int | None
-    metadata: dict[str, str] | None
-
-
-class JobList(Page[FineTuningJob]):
-    """A page of the account's jobs, newest first (``list_jobs``)."""
-
-
-class JobEvent(TypedDict):
-    """One entry of a job's events list (``iter_events``, and ``event`` stream items)."""
-
-    id: str
-    object: Literal["fine_tuning.job.event"]
-    seq: int
-    """Its place in the job's sequence (``after`` of ``list_events``)."""
-    created_at: int
-    level: Literal["info", "warning", "error"]
-    type: str
-    message: str
-    hash: str | None
-    step: int | None
-    data: dict[str, Any]
-
-
-class JobEventList(Page[JobEvent]):
-    """A page of a job's events, oldest first (``list_events``)."""
-
-
-class CheckpointMetrics(TypedDict):
-    """What was known at a checkpoint's step."""
-
-    step: int
-    train_loss: float | None
-
-
-class Checkpoint(TypedDict):
-    """One checkpoint a job's trainer saved (``iter_checkpoints``; OpenAI's
-    ``fine_tuning.job.checkpoint``)."""
-
-    id: str
-    """``ftckpt-…``."""
-    object: Literal["fine_tuning.job.checkpoint"]
-    created_at: int
-    fine_tuned_model_checkpoint: str | None
-    """The directory it was saved in."""
-    fine_tuning_job_id: str
-    step_number: int
-    metrics: CheckpointMetrics
-
-
-class CheckpointList(Page[Checkpoint]):
-    """A page of a job's checkpoints, newest first (``list_checkpoints``)."""
-
-    first_id: str | None
-    last_id: str | None
-
-
-class TrainingLogLine(TypedDict):
-    """One line of a job's training log (``iter_log``, and ``log`` stream items)."""
-
-    n: int
-    """Its place in the job's sequence (``after`` of ``read_log``)."""
-    at: float
-    """Unix seconds."""
-    text: str
-    attempt: int
-    """The attempt that wrote it."""
-
-
-class LogPage(Page[TrainingLogLine]):
-    """A page of the training log, oldest first (``read_log``); ``lines`` is ``data`` again."""
-
-    lines: list[TrainingLogLine]
+    error: JobError
 
 
 # -- operations -----------------------------------------------------------------------
@@ -424,3 +269,18 @@ class DashboardLink(TypedDict):
     """``/signin/<token>``, to open on the server's address."""
     expires_in: int
     """Seconds it stays valid."""
+
+
+DOCUMENTED = {"use_attribute_docstrings": True}
+"""The pydantic config (a ``pydantic.ConfigDict``; a plain dict, so the clients need not import
+pydantic) that puts each key's docstring in ``/openapi.json``."""
+
+
+def document(*shapes: type) -> None:
+    """Let pydantic read each shape's key docstrings, as :func:`pydantic.with_config` would."""
+    for shape in shapes:
+        shape.__pydantic_config__ = DOCUMENTED  # type: ignore[attr-defined]
+
+
+document(*(value for value in list(globals().values())
+           if isinstance(value, type) and value.__module__ == __name__ and value is not Page))

@@ -47,7 +47,7 @@ from alallo.cli._estimate import (
 from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
 from alallo.client import Client
-from alallo.client._types import TrainingLogLine
+from alallo.api import TrainingLogLine
 
 __all__ = ["jobs_app"]
 

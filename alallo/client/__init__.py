@@ -1,7 +1,7 @@
 """Python clients for alallo's HTTP API (API.md): :class:`Client` and :class:`AsyncClient`.
 
 Every method returns the JSON object of API.md, typed as one of the
-:class:`typing.TypedDict` of :mod:`alallo.client._types` (``FineTuningJob``,
+:class:`typing.TypedDict` of :mod:`alallo.api` (``FineTuningJob``,
 ``FileObject``, ``JobEvent``, ``Checkpoint``, ``TrainingLogLine``,
 ``Estimate``, ...; all exported from :mod:`alallo`), so an editor completes
 its keys and a type checker catches a misspelt one. At runtime each result

@@ -24,7 +24,7 @@ from alallo.client._base import (
     StreamItem,
 )
 from alallo.client._errors import ClientError
-from alallo.client._types import (
+from alallo.api import (
     Capacity,
     Checkpoint,
     CheckpointList,
@@ -51,7 +51,7 @@ class AsyncClient:
 
     The same methods as :class:`alallo.client.Client` (each documented
     there), as coroutines, with the same typed results (TypedDicts of
-    :mod:`alallo.client._types`, plain dicts at runtime); the ``iter_*``
+    :mod:`alallo.api`, plain dicts at runtime); the ``iter_*``
     methods and :meth:`watch` are async iterators. It runs on HTTPX's
     ``AsyncClient``, which runs on AnyIO, so it works under Trio and under
     asyncio alike::

@@ -24,7 +24,7 @@ from alallo._keys import DEFAULT_DATA_DIR, read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq
 from alallo.client._errors import ApiError, ClientError
-from alallo.client._types import Page
+from alallo.api import Page
 
 __all__ = [
     "CHECKPOINTS_PAGE_SIZE",

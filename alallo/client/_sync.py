@@ -24,7 +24,7 @@ from alallo.client._base import (
     StreamItem,
 )
 from alallo.client._errors import ClientError
-from alallo.client._types import (
+from alallo.api import (
     Capacity,
     Checkpoint,
     CheckpointList,
