@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
-    from .client import Client as Client
-    from .client._async import AsyncClient as AsyncClient
     from .api import Capacity as Capacity
     from .api import CapacityNode as CapacityNode
     from .api import Checkpoint as Checkpoint
@@ -64,6 +62,8 @@ if TYPE_CHECKING:
     from .api import Trainer as Trainer
     from .api import TrainerList as TrainerList
     from .api import TrainingLogLine as TrainingLogLine
+    from .client import Client as Client
+    from .client._async import AsyncClient as AsyncClient
     from .jobs import Event as Event
     from .jobs import Job as Job
     from .jobs import JobSpec as JobSpec

@@ -27,6 +27,7 @@ from ._errors import InvalidRequest
 
 __all__ = ["BUILT_IN_TRAINERS", "RegisteredTrainer", "TrainerInfo", "TrainerRegistry"]
 
+
 TRAINER_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 """A trainer's name: lower-case letters, digits, ``.``, ``_`` and ``-``; 1 to 64 characters."""
 
@@ -63,12 +64,6 @@ class TrainerInfo:
     name: str
     description: str
     built_in: bool
-
-    def public(self) -> dict[str, object]:
-        """The API's trainer object: ``{"object": "trainer", "name", "description", "built_in"}``."""
-        return {"object": "trainer", "name": self.name, "description": self.description,
-                "built_in": self.built_in}
-
 
 BUILT_IN_TRAINERS: dict[str, str] = {
     "trl": "Fine-tuning with TRL, transformers and peft (LoRA or full); the default.",

@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from alallo import InvalidRequest
+from alallo.runtime import views
 
 from ._auth import account_of, runtime_of
 from ._body import query_int
@@ -39,7 +40,7 @@ async def create_file(request: Request) -> JSONResponse:
         data = await upload.read()
         row = await runtime.upload_file(account, upload.filename or "upload.jsonl", data,
                                         purpose=purpose)
-    return JSONResponse(row.public())
+    return JSONResponse(views.file_view(row))
 
 
 async def list_files(request: Request) -> JSONResponse:
@@ -61,16 +62,16 @@ async def list_files(request: Request) -> JSONResponse:
             raise InvalidRequest(f"after must be one of your file ids, got {after!r}",
                                  param="after")
         start = ids.index(after) + 1
-    page = rows[start:start + limit]
-    return JSONResponse({"object": "list", "data": [r.public() for r in page],
-                         "has_more": start + limit < len(rows)})
+    shown = rows[start:start + limit]
+    return JSONResponse(views.page([views.file_view(r) for r in shown],
+                                   start + limit < len(rows)))
 
 
 async def get_file(request: Request) -> JSONResponse:
     """``GET /v1/files/{file_id}``."""
     account = await account_of(request)
     row = await runtime_of(request).get_file(account, request.path_params["file_id"])
-    return JSONResponse(row.public())
+    return JSONResponse(views.file_view(row))
 
 
 async def file_content(request: Request) -> Response:

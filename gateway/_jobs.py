@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import LOCAL_ACCOUNT
-from alallo.runtime import list_checkpoints
+from alallo.runtime import list_checkpoints, views
 
 from ._auth import account_of, runtime_of
 from ._body import json_object, query_int
@@ -21,8 +21,6 @@ __all__ = [
 ]
 
 MAX_PAGE = 1000
-OTHERS = "others"
-"""The key of ``GET /v1/capacity``'s ``busy`` that sums other accounts' devices."""
 
 
 async def create_job(request: Request) -> JSONResponse:
@@ -30,7 +28,7 @@ async def create_job(request: Request) -> JSONResponse:
     account = await account_of(request)
     body = await json_object(request)
     job = await runtime_of(request).create_job(account, body)
-    return JSONResponse(job.public(now=time.time()))
+    return JSONResponse(views.job_view(job, now=time.time()))
 
 
 async def create_estimate(request: Request) -> JSONResponse:
@@ -47,22 +45,21 @@ async def list_jobs(request: Request) -> JSONResponse:
     jobs, more = await runtime_of(request).list_jobs(
         account, limit=limit, after=request.query_params.get("after") or None)
     now = time.time()
-    return JSONResponse({"object": "list", "data": [j.public(now=now) for j in jobs],
-                         "has_more": more})
+    return JSONResponse(views.page([views.job_view(j, now=now) for j in jobs], more))
 
 
 async def get_job(request: Request) -> JSONResponse:
     """``GET /v1/fine_tuning/jobs/{job_id}``."""
     account = await account_of(request)
     job = await runtime_of(request).get_job(account, request.path_params["job_id"])
-    return JSONResponse(job.public(now=time.time()))
+    return JSONResponse(views.job_view(job, now=time.time()))
 
 
 async def cancel_job(request: Request) -> JSONResponse:
     """``POST /v1/fine_tuning/jobs/{job_id}/cancel``; 409 for a finished job."""
     account = await account_of(request)
     job = await runtime_of(request).cancel_job(account, request.path_params["job_id"])
-    return JSONResponse(job.public(now=time.time()))
+    return JSONResponse(views.job_view(job, now=time.time()))
 
 
 async def job_events(request: Request) -> JSONResponse:
@@ -77,8 +74,7 @@ async def job_events(request: Request) -> JSONResponse:
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
     events, more = await runtime_of(request).list_events(account, job_id, after=after,
                                                         limit=limit)
-    return JSONResponse({"object": "list", "data": [e.public(job_id) for e in events],
-                         "has_more": more})
+    return JSONResponse(views.page([views.event_view(e, job_id) for e in events], more))
 
 
 async def job_checkpoints(request: Request) -> JSONResponse:
@@ -92,7 +88,7 @@ async def job_checkpoints(request: Request) -> JSONResponse:
     checkpoints, more = await list_checkpoints(
         runtime_of(request), account, request.path_params["job_id"],
         after=request.query_params.get("after") or None, limit=limit)
-    data = [c.public() for c in checkpoints]
+    data = [views.checkpoint_view(c) for c in checkpoints]
     return JSONResponse({"object": "list", "data": data, "has_more": more,
                          "first_id": data[0]["id"] if data else None,
                          "last_id": data[-1]["id"] if data else None})
@@ -106,8 +102,8 @@ async def job_log(request: Request) -> JSONResponse:
     attempt = query_int(request, "attempt", 0, high=10_000) or None
     lines, more = await runtime_of(request).read_log(
         account, request.path_params["job_id"], after=after, limit=limit, attempt=attempt)
-    return JSONResponse({"object": "list", "data": [line.public() for line in lines],
-                         "lines": [line.public() for line in lines], "has_more": more})
+    data = [views.log_line_view(line) for line in lines]
+    return JSONResponse({"object": "list", "data": data, "lines": data, "has_more": more})
 
 
 async def capacity(request: Request) -> JSONResponse:
@@ -117,16 +113,7 @@ async def capacity(request: Request) -> JSONResponse:
     ``busy["others"]`` and their place in line only in ``queue_length``.
     """
     account = await account_of(request)
-    runtime = runtime_of(request)
-    answer = await runtime.capacity()
-    ids = [*answer["queue"], *(j for node in answer["nodes"] for j in node["busy"])]
-    own = await runtime.store.jobs_of_account(account, ids)
-    answer["queue"] = [job_id for job_id in answer["queue"] if job_id in own]
-    for node in answer["nodes"]:
-        busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
-        others = sum(n for job_id, n in node["busy"].items() if job_id not in own)
-        node["busy"] = busy | ({OTHERS: others} if others else {})
-    return JSONResponse(answer)
+    return JSONResponse(await runtime_of(request).capacity(account))
 
 
 async def drain_node(request: Request) -> JSONResponse:
@@ -152,13 +139,11 @@ async def list_trainers(request: Request) -> JSONResponse:
     """``GET /v1/trainers`` → the trainers a job may name, built-in ones first."""
     await account_of(request)
     trainers = runtime_of(request).list_trainers()
-    return JSONResponse({"object": "list", "data": [t.public() for t in trainers],
-                         "has_more": False})
+    return JSONResponse(views.page([views.trainer_view(t) for t in trainers], False))
 
 
 async def list_models(request: Request) -> JSONResponse:
     """``GET /v1/models`` → the catalogue."""
     await account_of(request)
     models = runtime_of(request).list_models()
-    return JSONResponse({"object": "list", "data": [m.public() for m in models],
-                         "has_more": False})
+    return JSONResponse(views.page([views.model_view(m) for m in models], False))

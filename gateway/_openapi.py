@@ -1,9 +1,10 @@
-"""``GET /openapi.json``: OpenAPI 3.1, generated from the pydantic models.
+"""``GET /openapi.json``: OpenAPI 3.1, generated from the shapes of :mod:`alallo.api`.
 
-Schemas come from pydantic's JSON Schema (:func:`models_json_schema`, whose
-2020-12 dialect is OpenAPI 3.1's): the request body of a job is
-:class:`alallo.JobSpec` itself, the answers are the models of
-:mod:`gateway._schemas`. What is not a model (paths, parameters, statuses)
+Schemas come from pydantic's JSON Schema (:meth:`pydantic.TypeAdapter.json_schemas`,
+whose 2020-12 dialect is OpenAPI 3.1's): the request body of a job is
+:class:`alallo.JobSpec` itself, the answers are the TypedDicts of
+:mod:`alallo.api`, the same the server builds (:mod:`alallo.runtime._views`) and the
+clients return. What is not a model (paths, parameters, statuses)
 is the table :data:`OPERATIONS`, one row per route of :data:`gateway.app.ROUTES`;
 a test checks that the two agree.
 """
@@ -12,16 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from alallo import JobSpec
-
-from . import _schemas as s
+from alallo import JobSpec, api
 
 __all__ = ["OPERATIONS", "Operation", "openapi_document", "openapi_json"]
 
@@ -33,10 +31,10 @@ class Operation:
     method: str
     path: str
     summary: str
-    answer: type[BaseModel] | str | None
-    """A model (JSON), a media type (``text/event-stream``, ``text/html``...), or None (204)."""
-    body: type[BaseModel] | str | None = None
-    """A model (JSON body) or ``multipart/form-data``."""
+    answer: type | str | None
+    """A shape of :mod:`alallo.api` (JSON), a media type (``text/event-stream``, ``text/html``...), or None (204)."""
+    body: type | str | None = None
+    """A pydantic model (JSON body) or ``multipart/form-data``."""
     query: tuple[tuple[str, str], ...] = ()
     """``(name, JSON type)`` of the query parameters."""
     errors: tuple[int, ...] = (401, 404, 422)
@@ -61,47 +59,47 @@ OPERATIONS: tuple[Operation, ...] = (
               "text/html", auth=False, errors=(),
               extra={303: "Signed out: the session has ended and its cookie is cleared."}),
     Operation("post", "/v1/dashboard/links", "A one-time sign-in link for the dashboard",
-              s.DashboardLink, errors=(401,)),
-    Operation("get", "/healthz", "Health", s.Health, auth=False, errors=()),
+              api.DashboardLink, errors=(401,)),
+    Operation("get", "/healthz", "Health", api.Health, auth=False, errors=()),
     Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=()),
     Operation("get", "/openapi.json", "This document", "application/json", auth=False,
               errors=()),
-    Operation("post", "/v1/files", "Upload a JSONL training file", s.FileObject,
+    Operation("post", "/v1/files", "Upload a JSONL training file", api.FileObject,
               body="multipart/form-data", errors=(400, 401, 413, 422)),
-    Operation("get", "/v1/files", "The account's files, newest first", s.FileList,
+    Operation("get", "/v1/files", "The account's files, newest first", api.FileList,
               query=_PAGE, errors=(401, 422)),
-    Operation("get", "/v1/files/{file_id}", "A file", s.FileObject, errors=(401, 404)),
-    Operation("delete", "/v1/files/{file_id}", "Delete a file", s.FileDeleted,
+    Operation("get", "/v1/files/{file_id}", "A file", api.FileObject, errors=(401, 404)),
+    Operation("delete", "/v1/files/{file_id}", "Delete a file", api.FileDeleted,
               errors=(401, 404, 409)),
     Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
               errors=(401, 404)),
-    Operation("get", "/v1/models", "The model catalogue", s.ModelList, errors=(401,)),
-    Operation("get", "/v1/trainers", "The trainers a job may name", s.TrainerList,
+    Operation("get", "/v1/models", "The model catalogue", api.ModelList, errors=(401,)),
+    Operation("get", "/v1/trainers", "The trainers a job may name", api.TrainerList,
               errors=(401,)),
     Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
-              s.Capacity, errors=(401,)),
+              api.Capacity, errors=(401,)),
     Operation("post", "/v1/capacity/nodes/{node}/drain",
               "Drain a node: move its jobs (from their checkpoints), place no more (operator)",
-              s.NodeDrain, errors=(401, 403, 404)),
+              api.NodeDrain, errors=(401, 403, 404)),
     Operation("post", "/v1/capacity/nodes/{node}/undrain", "Place jobs on a node again (operator)",
-              s.NodeDrain, errors=(401, 403, 404)),
-    Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", s.Estimate,
+              api.NodeDrain, errors=(401, 403, 404)),
+    Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", api.Estimate,
               body=JobSpec, errors=(400, 401, 413, 422)),
-    Operation("post", "/v1/fine_tuning/jobs", "Create a job", s.JobObject, body=JobSpec,
+    Operation("post", "/v1/fine_tuning/jobs", "Create a job", api.FineTuningJob, body=JobSpec,
               errors=(400, 401, 402, 413, 422)),
-    Operation("get", "/v1/fine_tuning/jobs", "The account's jobs, newest first", s.JobList,
+    Operation("get", "/v1/fine_tuning/jobs", "The account's jobs, newest first", api.JobList,
               query=_PAGE, errors=(401, 422)),
     Operation("get", "/v1/fine_tuning/stream", "Every job of the account, live (SSE)",
               "text/event-stream", query=_RESUME, errors=(401, 422)),
-    Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", s.JobObject,
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", api.FineTuningJob,
               errors=(401, 404)),
-    Operation("post", "/v1/fine_tuning/jobs/{job_id}/cancel", "Cancel a job", s.JobObject,
+    Operation("post", "/v1/fine_tuning/jobs/{job_id}/cancel", "Cancel a job", api.FineTuningJob,
               errors=(401, 404, 409)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/events", "A job's events, oldest first",
-              s.EventList, query=_PAGE),
+              api.JobEventList, query=_PAGE),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/checkpoints",
-              "A job's saved checkpoints, newest first", s.JobCheckpointList, query=_PAGE),
-    Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", s.LogPage,
+              "A job's saved checkpoints, newest first", api.CheckpointList, query=_PAGE),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", api.LogPage,
               query=(("after", "integer"), ("limit", "integer"), ("attempt", "integer"))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/stream", "A job, live (SSE)",
               "text/event-stream", query=_RESUME,
@@ -112,18 +110,16 @@ OPERATIONS: tuple[Operation, ...] = (
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of the API."""
-    models = {op.answer for op in OPERATIONS if isinstance(op.answer, type)}
-    models |= {op.body for op in OPERATIONS if isinstance(op.body, type)}
-    models.add(s.ApiErrorBody)
-    ordered = sorted(models, key=lambda m: m.__name__)
-    refs, defs = models_json_schema(
-        [(m, "serialization" if m is not JobSpec else "validation") for m in ordered],
+    shapes = {op.answer for op in OPERATIONS if isinstance(op.answer, type)}
+    shapes |= {op.body for op in OPERATIONS if isinstance(op.body, type)}
+    shapes.add(api.ErrorBody)
+    refs, defs = TypeAdapter.json_schemas(
+        [(shape, _mode(shape), TypeAdapter(shape))
+         for shape in sorted(shapes, key=lambda shape: shape.__name__)],
         ref_template="#/components/schemas/{model}")
-    schemas = dict(defs.get("$defs", {}))
 
-    def ref(model: type[BaseModel]) -> dict[str, Any]:
-        mode = "validation" if model is JobSpec else "serialization"
-        return refs[(model, mode)]  # type: ignore[index]
+    def ref(shape: type) -> dict[str, Any]:
+        return refs[(shape, _mode(shape))]
 
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
@@ -134,10 +130,15 @@ def openapi_document() -> dict[str, Any]:
                  "description": "Fine-tuning jobs, watched live. See docs/api.md."},
         "paths": paths,
         "components": {
-            "schemas": schemas,
+            "schemas": dict(defs.get("$defs", {})),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _mode(shape: type) -> Literal["validation", "serialization"]:
+    """A request body is described as pydantic validates it; an answer as it is sent."""
+    return "validation" if shape is JobSpec else "serialization"
 
 
 def _operation(op: Operation, ref: Any) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def _operation(op: Operation, ref: Any) -> dict[str, Any]:
     for status in op.errors:
         responses[str(status)] = {"description": "Error",
                                   "content": {"application/json":
-                                              {"schema": ref(s.ApiErrorBody)}}}
+                                              {"schema": ref(api.ErrorBody)}}}
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in re.findall(r"{(\w+)}", op.path)]
     parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": kind}}

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import trio
@@ -121,7 +121,7 @@ async def job_stream(request: Request) -> Response:
         return Response(status_code=204, headers={"Last-Event-ID": str(after)})
 
     async def chunks() -> AsyncGenerator[bytes, None]:
-        last: dict[str, Any] = {}
+        last: Mapping[str, Any] = {}
         first = True
         async for batch in runtime.stream_batches(account, job_id, after=after):
             yield _chunk(batch, first=first)

@@ -33,6 +33,7 @@ holds up only its own tasks, as for SSE.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import trio
@@ -62,11 +63,11 @@ class Subscribe(BaseModel):
     """Where to resume, per job id (a ``seq``) and for ``"*"`` (a feed position)."""
 
 
-def _frame(stream: str, seq: int | None, data: dict[str, Any]) -> dict[str, Any]:
+def _frame(stream: str, seq: int | None, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"stream": stream, "seq": seq, "data": data}
 
 
-def _item(subscription: str, stream: str, seq: int, data: dict[str, Any]) -> dict[str, Any]:
+def _item(subscription: str, stream: str, seq: int, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"stream": stream, "seq": seq, "data": data, "subscription": subscription}
 
 

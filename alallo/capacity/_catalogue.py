@@ -34,19 +34,6 @@ class CatalogueModel:
     weights_here: bool = True
     """False for catalogue models whose weights this server does not have."""
 
-    def public(self) -> dict[str, object]:
-        """The model object of ``GET /v1/models``."""
-        return {
-            "id": self.id,
-            "object": "model",
-            "owned_by": "alallo" if self.local_path is None else "local",
-            "parameters": self.parameters,
-            "context_length": self.context_length,
-            "adapters": ["lora", "full"],
-            "precisions": ["16-bit", "4-bit"],
-            "runnable_here": self.runnable_here,
-        }
-
 
 _BUILT_IN = (
     CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),

@@ -14,7 +14,6 @@ sources and how they turn into time and price.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,10 +42,6 @@ class Placement:
     device_type: str
     devices: int
     simulated: bool
-
-    def public(self) -> dict[str, Any]:
-        """As the job object shows it."""
-        return {"node": self.node, "device_type": self.device_type, "devices": self.devices}
 
 
 @dataclass
@@ -107,12 +102,3 @@ class Pool:
         """Give back whatever the job holds (nothing if it holds nothing)."""
         for node in self.nodes.values():
             node.busy.pop(job_id, None)
-
-    def public(self) -> list[dict[str, Any]]:
-        """Nodes, devices, free and busy, for ``GET /v1/capacity``."""
-        return [{
-            "name": n.spec.name, "device_type": n.device.name, "devices": n.spec.count,
-            "free": n.free, "busy": dict(n.busy), "simulated": n.spec.simulated,
-            "draining": n.draining, "memory_gb": n.device.memory_gb,
-            "price_per_hour": n.device.price_per_hour,
-        } for n in self.nodes.values()]

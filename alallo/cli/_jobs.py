@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from alallo._status import JobStatus
+from alallo.api import TrainingLogLine
 from alallo.cli._common import (
     ApiKeyOption,
     JsonOption,
@@ -47,7 +48,6 @@ from alallo.cli._estimate import (
 from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
 from alallo.client import Client
-from alallo.api import TrainingLogLine
 
 __all__ = ["jobs_app"]
 

@@ -134,67 +134,13 @@ class Job(BaseModel):
     final_hash: str | None = None
     """Hash of the fine-tuned model, once the trainer reported it."""
 
-    def public(self, *, now: float) -> dict[str, Any]:
-        """The job object of the HTTP API (API.md), as plain JSON data."""
-        from ._timeleft import time_left
-
-        spec = self.spec
-        left = time_left(self, now=now)
-        return {
-            "id": self.id,
-            "object": "fine_tuning.job",
-            "name": spec.name,
-            "model": spec.model,
-            "training_file": spec.training_file,
-            "validation_file": spec.validation_file,
-            "suffix": spec.suffix,
-            "method": spec.method,
-            "adapter": spec.adapter,
-            "precision": spec.precision,
-            "goal": spec.goal,
-            "trainer": _trainer_name(spec),
-            "hyperparameters": self.resolved_hyperparameters(),
-            "status": self.status.value,
-            "message": self.message,
-            "progress": {
-                "step": self.progress.step,
-                "max_steps": self.progress.max_steps,
-                "percent": self.progress.percent,
-                "epoch": self.progress.epoch,
-                "loss": self.progress.loss,
-            },
-            "time_left": left.public() if left else None,
-            "estimate": self.estimate.public(),
-            "price": {
-                "estimate": {"low": self.price_estimate[0], "high": self.price_estimate[1]},
-                "charged": round(self.charged, 6),
-                "refunded": round(self.refunded, 6),
-                "currency": "USD",
-            },
-            "plan": {
-                "device_type": self.plan.device_type,
-                "devices": self.plan.devices,
-                "memory_gb": self.plan.memory_gb,
-            },
-            "placement": self.placement,
-            "queue_position": self.queue_position,
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "estimated_finish": int(now + left.high_s) if left else None,
-            "attempt": self.attempt,
-            "checkpoint": (
-                {"step": self.checkpoint.step, "created_at": self.checkpoint.created_at}
-                if self.checkpoint
-                else None
-            ),
-            "fine_tuned_model": self.fine_tuned_model,
-            "error": self.error.model_dump() if self.error else None,
-            "seq": self.state_seq,
-            "integrations": [i.model_dump(exclude={"wandb": {"api_key"}}) for i in spec.integrations],
-            "seed": spec.seed,
-            "metadata": spec.metadata,
-        }
+    @property
+    def trainer_name(self) -> str:
+        """``"trl"``, ``"simulated"``, a registered trainer's name, or ``"command"``."""
+        trainer = self.spec.trainer
+        if isinstance(trainer, str):
+            return trainer
+        return str(getattr(trainer, "name", None) or getattr(trainer, "type", "command"))
 
     def resolved_hyperparameters(self) -> dict[str, Any]:
         """The hyperparameters the trainer gets, defaults filled in."""
@@ -208,14 +154,6 @@ class Job(BaseModel):
                                                   * (hp.learning_rate_multiplier or 1.0)),
             "lora_rank": None if full else (hp.lora_rank or 8),
         }
-
-
-def _trainer_name(spec: JobSpec) -> str:
-    """``"trl"``, ``"simulated"``, a registered trainer's name, or ``"command"``."""
-    trainer = spec.trainer
-    if isinstance(trainer, str):
-        return trainer
-    return str(getattr(trainer, "name", None) or getattr(trainer, "type", "command"))
 
 
 class Event(BaseModel):
@@ -232,21 +170,6 @@ class Event(BaseModel):
     step: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
 
-    def public(self, job_id: str) -> dict[str, Any]:
-        """The event object of the HTTP API."""
-        return {
-            "id": f"{job_id}-event-{self.seq}",
-            "object": "fine_tuning.job.event",
-            "seq": self.seq,
-            "created_at": self.created_at,
-            "level": self.level.value,
-            "type": self.type.value,
-            "message": self.message,
-            "hash": self.hash,
-            "step": self.step,
-            "data": self.data,
-        }
-
 
 class LogLine(BaseModel):
     """One line of a job's training log; ``n`` is its sequence number."""
@@ -257,10 +180,5 @@ class LogLine(BaseModel):
     at: float
     text: str
     attempt: int = 1
-
-    def public(self) -> dict[str, Any]:
-        """The log line object of the HTTP API."""
-        return {"n": self.n, "at": round(self.at, 3), "text": self.text, "attempt": self.attempt}
-
 
 ItemKind = Literal["job", "event", "log"]

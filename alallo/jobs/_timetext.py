@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -68,12 +68,3 @@ class TimeRange(BaseModel):
                               rounding="down")
         high = format_duration(self.high_s, minutes_below=self.minutes_below, rounding="up")
         return low if low == high else f"{low} to {high}"
-
-    def public(self) -> dict[str, Any]:
-        """The API's ``{"low_s", "high_s", "text", "basis"}``."""
-        return {
-            "low_s": round(self.low_s),
-            "high_s": round(self.high_s),
-            "text": self.text,
-            "basis": self.basis,
-        }

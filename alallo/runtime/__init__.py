@@ -1,7 +1,7 @@
 """The engine: :class:`Runtime`, a façade over its parts (accounts, training files, planning,
 jobs, streams, the starter and relocation), each job's actor with the narrow
-:class:`~alallo.runtime._job_context.JobContext` it gets, the event bus, and what tells the
-operator. ``docs/architecture.md`` draws it.
+:class:`~alallo.runtime._job_context.JobContext` it gets, the event bus, the views (domain objects as the API's JSON,
+:mod:`alallo.runtime._views`), and what tells the operator. ``docs/architecture.md`` draws it.
 
 Names load on first use (PEP 562), so importing one module of the wing does not
 import the rest of it.
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from . import _views as views
     from ._accounts import LOCAL_ACCOUNT as LOCAL_ACCOUNT
     from ._bus import EventBus as EventBus
     from ._bus import Item as Item
@@ -30,11 +31,12 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Runtime": ("._runtime", "Runtime"),
     "configure_logging": ("._logging", "configure_logging"),
     "list_checkpoints": ("._checkpoint_list", "list_checkpoints"),
+    "views": ("._views", None),
 }
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
 __all__ = ["LOCAL_ACCOUNT", "EventBus", "Item", "Lagged", "Runtime", "configure_logging",
-           "list_checkpoints"]
+           "list_checkpoints", "views"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +30,13 @@ DEFAULT_BUFFER = 1024
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One update of a job: ``kind`` is ``job``, ``event`` or ``log``; ``seq`` orders it."""
+    """One update of a job: ``kind`` is ``job``, ``event`` or ``log``; ``seq`` orders it;
+    ``data`` is the API's JSON of it (:mod:`alallo.runtime._views`)."""
 
     job_id: str
     kind: str
     seq: int
-    data: dict[str, Any]
+    data: Mapping[str, Any]
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
     _encodings: dict[str, bytes] = field(default_factory=dict, init=False, repr=False,
                                          compare=False)

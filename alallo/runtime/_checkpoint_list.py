@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "checkpoint_id", "list_checkpoints"]
+
 
 CHECKPOINT_ID_PREFIX = "ftckpt-"
 _PAGE = 1000
@@ -68,19 +69,6 @@ class JobCheckpoint(BaseModel):
     def id(self) -> str:
         """``ftckpt-…``, stable for the job and step (:func:`checkpoint_id`)."""
         return checkpoint_id(self.job_id, self.step)
-
-    def public(self) -> dict[str, Any]:
-        """The ``fine_tuning.job.checkpoint`` object of the HTTP API (OpenAI's shape)."""
-        return {
-            "id": self.id,
-            "object": "fine_tuning.job.checkpoint",
-            "created_at": self.created_at,
-            "fine_tuned_model_checkpoint": self.path,
-            "fine_tuning_job_id": self.job_id,
-            "step_number": self.step,
-            "metrics": {"step": self.step, "train_loss": self.train_loss},
-        }
-
 
 async def list_checkpoints(runtime: Runtime, account_id: str, job_id: str, *,
                            after: str | None = None, limit: int = 10,

@@ -44,6 +44,7 @@ from ._launch import (
     users_own_command,
 )
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
+from ._views import placement_view
 
 if TYPE_CHECKING:
     from ..jobs import LedgerEntry
@@ -216,7 +217,7 @@ class JobActor(Actor[JobMessage]):
             case _RunStarting(config_hash=digest, resume_step=step, cause=cause, grant=grant):
                 await self._apply(lifecycle.Started(
                     now=now, config_hash=digest, resume_step=step, cause=cause,
-                    plan=grant.plan, placement=grant.placement.public()))
+                    plan=grant.plan, placement=placement_view(grant.placement)))
             case _TrainerLine(text=text):
                 await self._on_line(text, now)
             case _TrainerEnded(returncode=code):

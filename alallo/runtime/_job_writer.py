@@ -17,6 +17,7 @@ from ..jobs import Event, Job, LogLine
 from ..store import LeaseLost, Store
 from ._bus import EventBus, Item
 from ._job_cache import LiveJobs
+from ._views import event_view, job_view, log_line_view
 
 if TYPE_CHECKING:
     from ..jobs import LedgerEntry
@@ -65,10 +66,10 @@ class JobWriter:
         live.begin_write(job.id)  # from before the commit until the bus has it
         try:
             balance = await self._store.save_job(job, events, lines, entries, epoch=epoch)
-            items = [Item(job.id, "event", e.seq, e.public(job.id)) for e in events]
-            items += [Item(job.id, "log", line.n, line.public()) for line in lines]
+            items = [Item(job.id, "event", e.seq, event_view(e, job.id)) for e in events]
+            items += [Item(job.id, "log", line.n, log_line_view(line)) for line in lines]
             if job.state_seq > self.published_state_seq:
-                items.append(Item(job.id, "job", job.state_seq, job.public(now=time.time())))
+                items.append(Item(job.id, "job", job.state_seq, job_view(job, now=time.time())))
                 self.published_state_seq = job.state_seq
             items.sort(key=lambda item: item.seq)
             self._bus.publish(job.account_id, items)

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from actors import ActorRef
 
+from .. import api
 from .._errors import InvalidRequest
 from .._status import Message
 from ..capacity import (
@@ -28,14 +29,18 @@ from ..jobs import Job, JobSpec, Plan, estimate_price, estimate_time
 from ..settings import Settings
 from ..store import Store
 from ._training_files import TrainingFiles
+from ._views import CURRENCY, nodes_view, plan_view, time_range_view
 
-__all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "SCHEDULER_ASK_S", "Planning"]
+__all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "OTHERS", "SCHEDULER_ASK_S",
+           "Planning"]
 
 DEFAULT_STEPS_BATCH = 4
 """Examples per step when the spec names no batch size (to count a job's steps)."""
 SCHEDULER_ASK_S = 10.0
 """How long a question to the scheduler may take (s)."""
 NO_CAPACITY_NOTE = "No capacity is free right now; the job would wait in the queue."
+OTHERS = "others"
+"""The key of a node's ``busy`` that sums other accounts' devices (:meth:`Planning.capacity`)."""
 NO_PLAN = Plan(device_type="none", devices=0, memory_gb=0, price_per_hour=0, step_time_s=0,
                startup_s=0)
 """The plan of a job no node can run (it fails at once)."""
@@ -76,7 +81,7 @@ class Planning:
         return any(plan_options(model, s, self._pool, max_steps=1,
                                 tokens_per_example=512).verdict == "ok" for s in (spec, lora16))
 
-    async def estimate(self, account_id: str, spec: JobSpec) -> dict[str, Any]:
+    async def estimate(self, account_id: str, spec: JobSpec) -> api.Estimate:
         """The estimate object of API.md for ``spec`` (see :meth:`alallo.Runtime.estimate`).
 
         Raises:
@@ -99,12 +104,11 @@ class Planning:
             "available": True,
             "reason": None,
             "detail": None,
-            "time": time_range.public(),
-            "price": {"low": low, "high": high, "currency": "USD"},
+            "time": time_range_view(time_range),
+            "price": {"low": low, "high": high, "currency": CURRENCY},
             "capacity_free": wait == 0,
             "note": None if wait == 0 else NO_CAPACITY_NOTE,
-            "plan": {"devices": plan.devices, "device_type": plan.device_type,
-                     "memory_gb": plan.memory_gb},
+            "plan": plan_view(plan),
             "allowed_to_proceed": high <= balance + billing_limit,
         }
 
@@ -157,13 +161,28 @@ class Planning:
             return 0.0
         return cast(float, await scheduler.ask(WaitEstimate(plan), timeout=SCHEDULER_ASK_S))
 
-    async def capacity(self) -> dict[str, Any]:
-        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""
+    async def capacity(self, account_id: str | None = None) -> api.Capacity:
+        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``).
+
+        With ``account_id``, as that account sees it: other accounts' job ids are not
+        shown; their devices count under ``busy["others"]`` (:data:`OTHERS`) and their
+        place in line only in ``queue_length``.
+        """
         queue: list[str] = []
         scheduler = self._scheduler()
         if scheduler is not None:
             queue = cast(list[str], await scheduler.ask(QueueSnapshot(), timeout=SCHEDULER_ASK_S))
-        return {"nodes": self._pool.public(), "queue_length": len(queue), "queue": queue}
+        nodes = nodes_view(self._pool)
+        if account_id is not None:
+            ids = [*queue, *(job_id for node in nodes for job_id in node["busy"])]
+            own = await self._store.jobs_of_account(account_id, ids)
+            for node in nodes:
+                busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
+                others = sum(n for job_id, n in node["busy"].items() if job_id not in own)
+                node["busy"] = busy | ({OTHERS: others} if others else {})
+            return {"nodes": nodes, "queue_length": len(queue),
+                    "queue": [job_id for job_id in queue if job_id in own]}
+        return {"nodes": nodes, "queue_length": len(queue), "queue": queue}
 
     def _max_steps(self, spec: JobSpec, line_count: int) -> int:
         hp = spec.hyperparameters

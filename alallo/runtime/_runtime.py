@@ -38,6 +38,7 @@ from actors import (
     open_supervisor,
 )
 
+from .. import api
 from .._errors import NotFound, SettingError
 from .._trainer_registry import TrainerInfo, TrainerRegistry
 from ..capacity import (
@@ -304,7 +305,7 @@ class Runtime:
         """The model catalogue, ``runnable_here`` decided by this server's pool."""
         return self.planning.list_models()
 
-    async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    async def estimate(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> api.Estimate:
         """Estimate time and price of a job spec without creating it.
 
         Returns the estimate object of API.md: ``available``, ``reason``
@@ -324,9 +325,10 @@ class Runtime:
         """A job's plans again, with its measured memory (after a re-scheduling)."""
         return await self.planning.replan(job)
 
-    async def capacity(self) -> dict[str, Any]:
-        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``)."""
-        return await self.planning.capacity()
+    async def capacity(self, account_id: str | None = None) -> api.Capacity:
+        """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``); with
+        ``account_id``, other accounts' jobs only counted (see :meth:`Planning.capacity`)."""
+        return await self.planning.capacity(account_id)
 
     async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
         """Stop placing jobs on a node and move the jobs running there (``on=False``

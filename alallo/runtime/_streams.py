@@ -8,10 +8,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from .. import api
 from .._status import JobStatus
 from ..jobs import Event, Job, LogLine
 from ..store import Store, read_item
 from ._bus import EventBus, Item, Lagged
+from ._views import event_view, job_view, log_line_view
 
 __all__ = ["FEED_PAGE", "Streams"]
 
@@ -74,7 +76,7 @@ class Streams:
                            for kind, seq, data in await self._store.items_after(job_id, cursor)
                            if (public := _public_item(job_id, kind, data)) is not None]
                 if job.state_seq > cursor:
-                    backlog.append(Item(job_id, "job", job.state_seq, job.public(now=time.time())))
+                    backlog.append(Item(job_id, "job", job.state_seq, job_view(job, now=time.time())))
                 backlog.sort(key=lambda item: item.seq)
                 if backlog:
                     yield backlog
@@ -118,7 +120,7 @@ class Streams:
                     rows = await self._store.job_feed_after(account_id, cursor, limit=FEED_PAGE)
                     now = time.time()
                     for position, job in rows:
-                        yield Item(job.id, "job", position, job.public(now=now))
+                        yield Item(job.id, "job", position, job_view(job, now=now))
                         cursor = position
                     if len(rows) < FEED_PAGE:
                         break
@@ -138,9 +140,10 @@ class Streams:
         return await self._get_job(account_id, job_id)
 
 
-def _public_item(job_id: str, kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+def _public_item(job_id: str, kind: str, data: dict[str, Any],
+                 ) -> api.JobEvent | api.TrainingLogLine | None:
     if kind == "event":
         event = read_item(Event, data, job_id=job_id)
-        return event.public(job_id) if event is not None else None
+        return event_view(event, job_id) if event is not None else None
     line = read_item(LogLine, data, job_id=job_id)
-    return line.public() if line is not None else None
+    return log_line_view(line) if line is not None else None

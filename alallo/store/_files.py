@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 
 from ._schema import LIVE_STATUSES, files, jobs
 
 __all__ = ["FileRow", "FileRows"]
+
 
 T = TypeVar("T")
 
@@ -29,15 +30,6 @@ class FileRow:
     format: str
     sha256: str
     path: str
-
-    def public(self) -> dict[str, Any]:
-        """The file object of the HTTP API."""
-        return {
-            "id": self.id, "object": "file", "filename": self.filename, "bytes": self.bytes,
-            "purpose": self.purpose, "created_at": self.created_at,
-            "line_count": self.line_count, "format": self.format,
-            "status": "processed", "status_details": None,
-        }
 
 
 class FileRows:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 from starlette.routing import Route
+from support import EXAMPLES, LiveServer
 
 from gateway._openapi import OPERATIONS
 from gateway.app import ROUTES
-from support import EXAMPLES, LiveServer
 
 ST = Path(sys.executable).with_name("st")
 
@@ -23,11 +23,14 @@ def test_every_route_is_documented_and_nothing_else() -> None:
     assert routes == {(op.method, op.path) for op in OPERATIONS}
 
 
-def test_the_document_is_openapi_3_1_built_from_the_models(live_server: LiveServer) -> None:
+def test_the_document_is_openapi_3_1_built_from_the_shapes(live_server: LiveServer) -> None:
     document = httpx.get(f"{live_server.url}/openapi.json").json()
     assert document["openapi"] == "3.1.0"
     schemas = document["components"]["schemas"]
-    assert {"JobSpec", "JobObject", "FileObject", "EventObject", "ApiErrorBody"} <= set(schemas)
+    assert {"JobSpec", "FineTuningJob", "FileObject", "JobEvent", "ErrorBody"} <= set(schemas)
+    # The answers' shapes are alallo.api's TypedDicts, their keys' docstrings included.
+    attempt = schemas["FineTuningJob"]["properties"]["attempt"]
+    assert attempt["type"] == "integer" and "moved or resumed" in attempt["description"]
     # The job spec is alallo.JobSpec's own JSON Schema: its constraints come along.
     hyper = schemas["Hyperparameters"]["properties"]["n_epochs"]["anyOf"][0]
     assert hyper["type"] == "integer" and hyper["minimum"] == 1

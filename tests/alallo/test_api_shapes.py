@@ -1,11 +1,9 @@
-"""The clients' result types (``alallo.client._types``) against ``/openapi.json`` and a live server.
+"""The API's shapes (:mod:`alallo.api`): one owner for the server, ``/openapi.json`` and the clients.
 
-The TypedDicts are written out by hand (alallo may not import the gateway's
-pydantic models), so these tests keep them honest: every type's keys, and
-which of them are required, equal its schema's properties in the server's
-OpenAPI document, following nested objects from each answer down; every
-public method of both clients names one of them; and the answers of a live
-server carry exactly their keys, nested objects included.
+Every shape is an answer of a route or part of one; ``/openapi.json`` renders each
+under its own name with exactly its keys; every public method of both clients
+names one; and the answers of a live server carry exactly their keys, nested
+objects included (the server builds them in :mod:`alallo.runtime._views`).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import AsyncGenerator, Iterator
-from types import GenericAlias
 from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
@@ -24,43 +21,19 @@ import alallo
 from alallo import AsyncClient, Client
 from alallo import api as shapes
 from alallo.client import StreamItem
-from gateway._openapi import openapi_document
+from gateway._openapi import OPERATIONS, openapi_document
 
-ANSWERS: dict[type, str] = {
-    shapes.FileObject: "FileObject",
-    shapes.FileList: "FileList",
-    shapes.FileDeleted: "FileDeleted",
-    shapes.ModelList: "ModelList",
-    shapes.TrainerList: "TrainerList",
-    shapes.Capacity: "Capacity",
-    shapes.NodeDrain: "NodeDrain",
-    shapes.Estimate: "Estimate",
-    shapes.FineTuningJob: "JobObject",
-    shapes.JobList: "JobList",
-    shapes.JobEventList: "EventList",
-    shapes.CheckpointList: "JobCheckpointList",
-    shapes.LogPage: "LogPage",
-    shapes.Health: "Health",
-    shapes.DashboardLink: "DashboardLink",
-}
-"""Each answer's TypedDict and its schema in /openapi.json; nested ones are found from these."""
+pytestmark = pytest.mark.any_backend  # the shapes are the same on every store
 
 
 def hints(td: type) -> dict[str, Any]:
-    """A TypedDict's key types, with ``Page[X]``'s ``T`` read as ``X``."""
-    found = get_type_hints(td)
-    for base in getattr(td, "__orig_bases__", ()):
-        if get_origin(base) is shapes.Page:
-            (item,) = get_args(base)
-            page_items = GenericAlias(list, (shapes.T,))
-            found = {key: GenericAlias(list, (item,)) if hint == page_items else hint
-                     for key, hint in found.items()}
-    return found
+    """A TypedDict's key types."""
+    return get_type_hints(td)
 
 
 def required_keys(td: type) -> frozenset[str]:
     """The keys a TypedDict requires."""
-    return frozenset(td.__required_keys__)
+    return frozenset(td.__required_keys__)  # type: ignore[attr-defined]
 
 
 def typeddicts_in(hint: Any) -> set[type]:
@@ -70,49 +43,33 @@ def typeddicts_in(hint: Any) -> set[type]:
     return {td for arg in get_args(hint) for td in typeddicts_in(arg)}
 
 
-def refs_in(schema: Any) -> set[str]:
-    """The schema names a JSON Schema refers to (inside ``anyOf``, ``items``...)."""
-    if isinstance(schema, dict):
-        ref = schema.get("$ref")
-        own = {ref.rsplit("/", 1)[-1]} if isinstance(ref, str) else set()
-        return own | {name for value in schema.values() for name in refs_in(value)}
-    if isinstance(schema, list):
-        return {name for value in schema for name in refs_in(value)}
-    return set()
-
-
-@pytest.fixture(scope="module")
-def schemas() -> dict[str, Any]:
-    return openapi_document()["components"]["schemas"]  # type: ignore[no-any-return]
-
-
-def pairs(schemas: dict[str, Any]) -> dict[type, str]:
-    """Every TypedDict reachable from :data:`ANSWERS`, with its schema's name."""
-    found: dict[type, str] = {}
-    todo = list(ANSWERS.items())
+def reachable(roots: set[type]) -> set[type]:
+    """The shapes ``roots`` are made of, ``roots`` included."""
+    found: set[type] = set()
+    todo = list(roots)
     while todo:
-        td, name = todo.pop()
-        if td in found:
-            assert found[td] == name, f"{td.__name__} stands for {found[td]} and {name}"
-            continue
-        found[td] = name
-        properties = schemas[name]["properties"]
-        for key, hint in hints(td).items():
-            nested, named = typeddicts_in(hint), refs_in(properties.get(key))
-            assert len(nested) == len(named) <= 1, (td.__name__, key, nested, named)
-            todo += zip(nested, named, strict=True)
+        td = todo.pop()
+        if td not in found:
+            found.add(td)
+            todo += [n for hint in hints(td).values() for n in typeddicts_in(hint)]
     return found
 
 
-def test_every_type_has_its_schemas_keys_and_required_keys(schemas: dict[str, Any]) -> None:
-    found = pairs(schemas)
-    for td, name in found.items():
-        schema = schemas[name]
-        assert set(hints(td)) == set(schema["properties"]), name
-        assert required_keys(td) == set(schema.get("required", ())), name
-    exported = {getattr(shapes, n) for n in shapes.__all__} - {shapes.Page, shapes.ErrorBody,
-                                                               shapes.JobStatusName}
-    assert exported == set(found), "a result type that no answer uses"
+ANSWERS = {op.answer for op in OPERATIONS if is_typeddict(op.answer)} | {shapes.ErrorBody}
+"""Every route's answer, and the body of every refusal."""
+
+
+def test_every_shape_is_an_answer_or_part_of_one() -> None:
+    exported = {getattr(shapes, n) for n in shapes.__all__} - {shapes.Page, shapes.JobStatusName}
+    assert reachable(ANSWERS) == exported
+
+
+def test_the_openapi_document_has_each_shape_by_its_name_with_its_keys() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    for td in reachable(ANSWERS):
+        schema = schemas[td.__name__]
+        assert set(hints(td)) == set(schema["properties"]), td.__name__
+        assert required_keys(td) == set(schema.get("required", ())), td.__name__
 
 
 def test_every_public_method_of_both_clients_returns_a_result_type() -> None:

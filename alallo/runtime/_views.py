@@ -1,0 +1,196 @@
+"""The one place where domain objects become the API's JSON (API.md).
+
+Each function takes what the runtime holds (a :class:`~alallo.Job`, an
+:class:`~alallo.Event`, a stored file, a catalogue model ...) and returns its
+answer as the TypedDict of :mod:`alallo.api` that names its keys, so the type
+checker holds the server to the shapes the clients and ``/openapi.json`` use.
+The domain stays free of wire concerns: it never knows how it is spelt on the
+wire. Every value is plain JSON data (``str``, numbers, ``None``, lists,
+dicts), ready for ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from .. import api
+from .._trainer_registry import TrainerInfo
+from ..capacity import CatalogueModel, Placement, Pool
+from ..jobs import Event, Job, LogLine, Plan, TimeRange, time_left
+from ..store import FileRow
+from ._checkpoint_list import JobCheckpoint
+
+__all__ = [
+    "CURRENCY",
+    "checkpoint_view",
+    "event_view",
+    "file_view",
+    "job_view",
+    "log_line_view",
+    "model_view",
+    "nodes_view",
+    "page",
+    "placement_view",
+    "plan_view",
+    "time_range_view",
+    "trainer_view",
+]
+
+CURRENCY = "USD"
+"""The currency of every price and charge."""
+
+T = TypeVar("T")
+
+
+def page(data: Sequence[T], has_more: bool) -> api.Page[T]:
+    """A list answer: ``{"object": "list", "data": [...], "has_more": ...}``."""
+    return {"object": "list", "data": list(data), "has_more": has_more}
+
+
+def time_range_view(span: TimeRange) -> api.TimeRange:
+    """A time range, seconds rounded to whole ones, with the text users read."""
+    return {"low_s": round(span.low_s), "high_s": round(span.high_s), "text": span.text,
+            "basis": span.basis}
+
+
+def plan_view(plan: Plan) -> api.EstimatePlan:
+    """The devices a job runs on (or would)."""
+    return {"devices": plan.devices, "device_type": plan.device_type,
+            "memory_gb": plan.memory_gb}
+
+
+def placement_view(placement: Placement) -> dict[str, Any]:
+    """Where a job runs now: ``{"node", "device_type", "devices"}``."""
+    return {"node": placement.node, "device_type": placement.device_type,
+            "devices": placement.devices}
+
+
+def job_view(job: Job, *, now: float) -> api.FineTuningJob:
+    """The job object (API.md, Jobs); ``now`` (Unix seconds) dates ``time_left``."""
+    spec = job.spec
+    left = time_left(job, now=now)
+    return {
+        "id": job.id,
+        "object": "fine_tuning.job",
+        "name": spec.name,
+        "model": spec.model,
+        "training_file": spec.training_file,
+        "validation_file": spec.validation_file,
+        "suffix": spec.suffix,
+        "method": spec.method,
+        "adapter": spec.adapter,
+        "precision": spec.precision,
+        "goal": spec.goal,
+        "trainer": job.trainer_name,
+        "hyperparameters": job.resolved_hyperparameters(),
+        "status": job.status.value,
+        "message": job.message,
+        "progress": {
+            "step": job.progress.step,
+            "max_steps": job.progress.max_steps,
+            "percent": job.progress.percent,
+            "epoch": job.progress.epoch,
+            "loss": job.progress.loss,
+        },
+        "time_left": time_range_view(left) if left else None,
+        "estimate": time_range_view(job.estimate),
+        "price": {
+            "estimate": {"low": job.price_estimate[0], "high": job.price_estimate[1]},
+            "charged": round(job.charged, 6),
+            "refunded": round(job.refunded, 6),
+            "currency": CURRENCY,
+        },
+        "plan": plan_view(job.plan),
+        "placement": job.placement,
+        "queue_position": job.queue_position,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "estimated_finish": int(now + left.high_s) if left else None,
+        "attempt": job.attempt,
+        "checkpoint": ({"step": job.checkpoint.step, "created_at": job.checkpoint.created_at}
+                       if job.checkpoint else None),
+        "fine_tuned_model": job.fine_tuned_model,
+        "error": ({"code": job.error.code, "message": job.error.message,
+                   "param": job.error.param} if job.error else None),
+        "seq": job.state_seq,
+        "integrations": [i.model_dump(exclude={"wandb": {"api_key"}})
+                         for i in spec.integrations],
+        "seed": spec.seed,
+        "metadata": spec.metadata,
+    }
+
+
+def event_view(event: Event, job_id: str) -> api.JobEvent:
+    """One entry of a job's events list; its ``id`` is ``<job id>-event-<seq>``."""
+    return {
+        "id": f"{job_id}-event-{event.seq}",
+        "object": "fine_tuning.job.event",
+        "seq": event.seq,
+        "created_at": event.created_at,
+        "level": event.level.value,
+        "type": event.type.value,
+        "message": event.message,
+        "hash": event.hash,
+        "step": event.step,
+        "data": event.data,
+    }
+
+
+def log_line_view(line: LogLine) -> api.TrainingLogLine:
+    """One line of the training log; ``at`` rounded to milliseconds."""
+    return {"n": line.n, "at": round(line.at, 3), "text": line.text, "attempt": line.attempt}
+
+
+def checkpoint_view(checkpoint: JobCheckpoint) -> api.Checkpoint:
+    """A saved checkpoint, as OpenAI's ``fine_tuning.job.checkpoint``."""
+    return {
+        "id": checkpoint.id,
+        "object": "fine_tuning.job.checkpoint",
+        "created_at": checkpoint.created_at,
+        "fine_tuned_model_checkpoint": checkpoint.path,
+        "fine_tuning_job_id": checkpoint.job_id,
+        "step_number": checkpoint.step,
+        "metrics": {"step": checkpoint.step, "train_loss": checkpoint.train_loss},
+    }
+
+
+def file_view(row: FileRow) -> api.FileObject:
+    """An uploaded training file (only files that passed the checks are stored)."""
+    return {
+        "id": row.id, "object": "file", "filename": row.filename, "bytes": row.bytes,
+        "purpose": row.purpose, "created_at": row.created_at, "line_count": row.line_count,
+        "format": row.format,  # type: ignore[typeddict-item]  # one of api.FileObject's three
+        "status": "processed", "status_details": None,
+    }
+
+
+def model_view(model: CatalogueModel) -> api.Model:
+    """A model of the catalogue (``owned_by``: ``alallo``, or ``local`` for weights on disk)."""
+    return {
+        "id": model.id,
+        "object": "model",
+        "owned_by": "alallo" if model.local_path is None else "local",
+        "parameters": model.parameters,
+        "context_length": model.context_length,
+        "adapters": ["lora", "full"],
+        "precisions": ["16-bit", "4-bit"],
+        "runnable_here": model.runnable_here,
+    }
+
+
+def trainer_view(trainer: TrainerInfo) -> api.Trainer:
+    """A trainer a job may name; never its command."""
+    return {"object": "trainer", "name": trainer.name, "description": trainer.description,
+            "built_in": trainer.built_in}
+
+
+def nodes_view(pool: Pool) -> list[api.CapacityNode]:
+    """Every node of the pool: devices, free and busy (by job id), price and memory."""
+    return [{
+        "name": n.spec.name, "device_type": n.device.name, "devices": n.spec.count,
+        "free": n.free, "busy": dict(n.busy), "simulated": n.spec.simulated,
+        "draining": n.draining, "memory_gb": n.device.memory_gb,
+        "price_per_hour": n.device.price_per_hour,
+    } for n in pool.nodes.values()]
