@@ -24,18 +24,16 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import InvalidRequest
 from .._status import EventType
+from ..jobs import Event, Job, LogLine
 
-if TYPE_CHECKING:
-    from ..jobs import Job
-    from ._runtime import Runtime
-
-__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "checkpoint_id", "list_checkpoints"]
+__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_id",
+           "list_checkpoints"]
 
 
 CHECKPOINT_ID_PREFIX = "ftckpt-"
@@ -70,7 +68,20 @@ class JobCheckpoint(BaseModel):
         """``ftckpt-…``, stable for the job and step (:func:`checkpoint_id`)."""
         return checkpoint_id(self.job_id, self.step)
 
-async def list_checkpoints(runtime: Runtime, account_id: str, job_id: str, *,
+class JobReads(Protocol):
+    """The reads of a job the list is built from: :class:`~alallo.Runtime` has them."""
+
+    async def get_job(self, account_id: str, job_id: str) -> Job: ...
+
+    async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
+                          limit: int = 100) -> tuple[list[Event], bool]: ...
+
+    async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
+                       limit: int = 1000, attempt: int | None = None,
+                       ) -> tuple[list[LogLine], bool]: ...
+
+
+async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
                            after: str | None = None, limit: int = 10,
                            ) -> tuple[list[JobCheckpoint], bool]:
     """A page of a job's checkpoints, newest (highest step) first; and whether more follow.
@@ -103,7 +114,7 @@ def _step_of(job_id: str, after: str) -> int:
     return int(step)
 
 
-async def _saved_steps(runtime: Runtime, account_id: str, job_id: str) -> dict[int, int]:
+async def _saved_steps(runtime: JobReads, account_id: str, job_id: str) -> dict[int, int]:
     """``{step: created_at}`` of every ``CHECKPOINT_SAVE`` (a step saved again: the latest)."""
     saved: dict[int, int] = {}
     seq, more = 0, True
@@ -117,7 +128,7 @@ async def _saved_steps(runtime: Runtime, account_id: str, job_id: str) -> dict[i
     return saved
 
 
-async def _losses(runtime: Runtime, account_id: str, job: Job, *, up_to: int) -> dict[int, float]:
+async def _losses(runtime: JobReads, account_id: str, job: Job, *, up_to: int) -> dict[int, float]:
     """``{step: loss}`` from the log lines of every attempt, steps up to ``up_to`` only."""
     losses: dict[int, float] = {}
     for attempt in range(1, job.attempt + 1):
