@@ -1,11 +1,12 @@
-"""A job as the API asks for it: read (from memory while this process owns it), listed,
-its events and training log, and cancelled, here or in the process that owns it
-(:meth:`alallo.Runtime.get_job` and its siblings)."""
+"""A job as the API asks for it: created, read (from memory while this process owns it),
+listed, its events and training log, and cancelled, here or in the process that owns it
+(:meth:`alallo.Runtime.create_job`, :meth:`~alallo.Runtime.get_job` and their siblings)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable
 from typing import cast
 
@@ -16,11 +17,21 @@ from actors import ActorRef, ActorStopped
 from .._errors import NotFound
 from .._status import JobStatus
 from ..cluster import Cluster
-from ..jobs import Event, Job, LogLine, lifecycle
-from ..store import Store, read_item
+from ..jobs import (
+    Event,
+    Job,
+    JobSpec,
+    LogLine,
+    Progress,
+    estimate_price,
+    estimate_time,
+    lifecycle,
+)
+from ..store import JobCheckpoints, Store, read_item
 from ._bus import EventBus, Lagged
 from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
+from ._planning import NO_PLAN, Planning
 from ._starter import Starter
 
 __all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
@@ -36,20 +47,53 @@ class Jobs:
         store: the jobs, their events and log.
         cluster: which jobs this process owns; cancel requests for the others.
         live_jobs: the owned jobs answered from memory.
-        starter: a cancel waits until the job's actor has started.
+        starter: starts a new job's actor; a cancel waits until the job's actor has started.
         bus: the runtime's event bus (a cancel elsewhere waits for the owner's change).
         actor: the running actor of a job, or None.
+        planning: a new job's plan, steps and estimate.
+        checkpoints: primed with a new job, so its actor starts without reading it back.
     """
 
     def __init__(self, *, store: Store, cluster: Cluster, live_jobs: LiveJobs, starter: Starter,
-                 bus: EventBus,
-                 actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
+                 bus: EventBus, actor: Callable[[str], ActorRef[JobMessage] | None],
+                 planning: Planning, checkpoints: JobCheckpoints) -> None:
+        self._planning = planning
+        self._checkpoints = checkpoints
         self._store = store
         self._cluster = cluster
         self._live_jobs = live_jobs
         self._starter = starter
         self._bus = bus
         self._actor = actor
+
+    async def create(self, account_id: str, spec: JobSpec) -> Job:
+        """Store a new job ``queued`` (``Starting``) and queue its actor's start.
+
+        A job no node could ever run is stored too, and fails at once with ``Not available
+        right now.`` (:data:`~alallo.runtime._planning.NO_PLAN`).
+
+        Raises:
+            InvalidRequest: an unknown model, training or validation file; too many steps.
+        """
+        spec, options, max_steps = await self._planning.plan(account_id, spec)
+        plan = options.pick(spec.goal) if options.options else NO_PLAN
+        wait_s = await self._planning.wait_s(plan) if options.options else 0.0
+        now = time.time()
+        job = Job(
+            id="ft-" + uuid.uuid4().hex[:24], account_id=account_id, spec=spec,
+            max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
+            options=options.options, verdict=options.verdict,
+            estimate=estimate_time(plan, wait_s=wait_s), price_estimate=estimate_price(plan),
+            created_at=int(now),
+        )
+        transition = lifecycle.apply(job, lifecycle.Created(now=now))
+        job = transition.job
+        await self._store.save_job(job, transition.events, insert=True,
+                                   owner=self._cluster.node_id)
+        self._cluster.hold(job.id, 1)
+        self._checkpoints.prime([job])  # its actor starts from it without reading it back
+        await self._starter.start(job)  # queued behind recovered jobs: it must not overtake them
+        return job
 
     async def get_job(self, account_id: str, job_id: str) -> Job:
         """One of the account's jobs. Raises :class:`NotFound`.

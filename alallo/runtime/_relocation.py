@@ -1,22 +1,26 @@
-"""Jobs that change process: those whose leases lapsed (recovered at start, adopted from a
-stopped process, :mod:`alallo.cluster._cluster`), and cancel requests that reach a job's owner
-through the store (on PostgreSQL, a NOTIFY: :mod:`alallo.runtime._notify`)."""
+"""Jobs that move: those whose leases lapsed (recovered at start, adopted from a stopped
+process, :mod:`alallo.cluster._cluster`), those on a node being drained, and cancel requests
+that reach a job's owner through the store (on PostgreSQL, a NOTIFY: :mod:`alallo.runtime._notify`)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from functools import partial
+from typing import cast
 
 import trio
 
 from actors import ActorRef, ActorStopped
 
+from .._errors import NotFound
+from ..capacity import Drain, Pool, SchedulerMessage
 from ..cluster import ADOPTED_CAUSE, Claim, Cluster
 from ..store import JobCheckpoints, Store, StoreUnavailable
 from ._bus import EventBus
-from ._job_actor import CancelJob, JobMessage
+from ._job_actor import CancelJob, JobMessage, RescheduleJob
 from ._notify import listen
+from ._planning import SCHEDULER_ASK_S
 from ._starter import Starter
 from ._training_files import TrainingFiles
 
@@ -35,11 +39,16 @@ class Relocation:
         files: the training files' rows, read in bulk for the jobs started.
         checkpoints: primed with each job started, so its actor reads nothing back.
         actor: the running actor of a job, or None.
+        pool: the nodes (a drained one must be one of them).
+        scheduler: the scheduler actor, None while the runtime is closed.
     """
 
     def __init__(self, *, store: Store, cluster: Cluster, bus: EventBus,
                  starter: Starter, files: TrainingFiles, checkpoints: JobCheckpoints,
-                 actor: Callable[[str], ActorRef[JobMessage] | None]) -> None:
+                 actor: Callable[[str], ActorRef[JobMessage] | None], pool: Pool,
+                 scheduler: Callable[[], ActorRef[SchedulerMessage] | None]) -> None:
+        self._pool = pool
+        self._scheduler = scheduler
         self._store = store
         self._cluster = cluster
         self._bus = bus
@@ -47,6 +56,25 @@ class Relocation:
         self._files = files
         self._checkpoints = checkpoints
         self._actor = actor
+
+    async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
+        """Stop placing jobs on a node and move the jobs running there, each from its
+        checkpoint (``on=False`` opens it again). Returns the ids of the jobs moved.
+
+        Raises:
+            NotFound: no such node (``param="node"``).
+        """
+        scheduler = self._scheduler()
+        if scheduler is None or name not in self._pool.nodes:
+            raise NotFound(f"no node {name!r}", param="node")
+        moved = cast(list[str], await scheduler.ask(Drain(name, on=on), timeout=SCHEDULER_ASK_S))
+        if not on:
+            return []
+        for job_id in moved:
+            if (ref := self._actor(job_id)) is not None:
+                with contextlib.suppress(ActorStopped):
+                    await ref.tell(RescheduleJob(f"node {name} is draining"))
+        return moved
 
     async def recover(self) -> None:
         """Claim the jobs whose leases lapsed (this process's, at start) and start them in

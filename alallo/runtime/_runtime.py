@@ -17,37 +17,27 @@ files and jobs: another account's answer :class:`NotFound`.
 from __future__ import annotations
 
 import contextlib
-import time
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import structlog
 import trio
 
 from actors import (
     ActorRef,
-    ActorStopped,
-    Restart,
-    RestartIntensity,
-    Supervisor,
     SupervisorStatistics,
-    open_supervisor,
 )
 
 from .. import api
-from .._errors import NotFound, SettingError
+from .._errors import SettingError
 from .._trainer_registry import TrainerInfo, TrainerRegistry
 from ..capacity import (
     Catalogue,
     CatalogueModel,
-    Drain,
-    PlanOptions,
     Pool,
-    Scheduler,
     SchedulerMessage,
 )
 from ..cluster import CheckpointStorage, Cluster, FileStorage, check_writable
@@ -57,33 +47,27 @@ from ..jobs import (
     Job,
     JobSpec,
     LogLine,
-    Progress,
-    estimate_price,
-    estimate_time,
-    lifecycle,
 )
 from ..settings import Settings
 from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._job_actor import JobActor, JobMessage, RescheduleJob
+from ._job_actor import JobMessage
+from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
 from ._jobs import Jobs
-from ._key_cache import KeyCache
 from ._operator import notify_platform_failure
-from ._planning import NO_PLAN, SCHEDULER_ASK_S, Planning
+from ._planning import Planning
 from ._relocation import Relocation
-from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, Starter
+from ._starter import (
+    Starter,
+)
 from ._streams import Streams
 from ._training_files import TrainingFiles
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
-
-JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
-"""Restarts the supervisor of job actors allows its children without an intensity of their own
-(the scheduler) before it gives up; each job's actor has its own (:data:`JOB_ACTOR_INTENSITY`)."""
 
 log = structlog.get_logger("alallo.runtime")
 
@@ -131,11 +115,9 @@ class Runtime:
                                lease_ttl_s=self.settings.lease_ttl_s,
                                address=f"{self.settings.host}:{self.settings.port}")
         self._registered = False
-        self.scheduler: ActorRef[SchedulerMessage] | None = None
         self.api_key: str = ""
         self.api_key_created = False
         self._stack = AsyncExitStack()
-        self._supervisor: Supervisor | None = None
         self._background: trio.Nursery | None = None
         self.files = TrainingFiles(self.settings, self.store, self.file_storage)
         """Training files (:mod:`alallo.runtime._training_files`)."""
@@ -153,18 +135,20 @@ class Runtime:
             replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))
         """All a job's actor may ask of this runtime (:mod:`alallo.runtime._job_context`)."""
+        self.actors = JobActors(self.job_context, self.files, self._checkpoints, self.pool)
+        """The supervisor of job actors and the scheduler (:mod:`alallo.runtime._job_actors`)."""
         self.starter = Starter(lambda job, cause: self._start_actor(job, cause),
-                               exists=lambda job_id: job_id in (self._supervisor or ()),
+                               exists=self.actors.__contains__,
                                fail=partial(fail_job, self.job_context))
         """The one way job actors start, at most once per job (:mod:`alallo.runtime._starter`)."""
         self.relocation = Relocation(
             store=self.store, cluster=self.cluster, bus=self.bus, starter=self.starter,
             files=self.files, checkpoints=self._checkpoints,
-            actor=self._actor_of)
+            actor=self._actor_of, pool=self.pool, scheduler=lambda: self.scheduler)
         """Jobs recovered, adopted, and cancelled from elsewhere (:mod:`alallo.runtime._relocation`)."""
         self.jobs = Jobs(store=self.store, cluster=self.cluster, live_jobs=self.live_jobs,
-                         starter=self.starter, bus=self.bus,
-                         actor=self._actor_of)
+                         starter=self.starter, bus=self.bus, actor=self._actor_of,
+                         planning=self.planning, checkpoints=self._checkpoints)
         """Reading, listing and cancelling jobs (:mod:`alallo.runtime._jobs`)."""
 
     async def __aenter__(self) -> Runtime:
@@ -199,11 +183,7 @@ class Runtime:
         self._registered = True
         self.store.announce_as = self.cluster.node_id
         self._background = await self._stack.enter_async_context(trio.open_nursery())
-        self._supervisor = await self._stack.enter_async_context(
-            open_supervisor(name="jobs", intensity=JOB_RESTART_INTENSITY,
-                            checkpoints=self._checkpoints))
-        self.scheduler = await self._supervisor.start_child(
-            Scheduler, self.pool, name="scheduler", restart=Restart.PERMANENT)
+        await self._stack.enter_async_context(self.actors.open())
         await self._stack.enter_async_context(self.starter.open())  # at exit: stop starting first
         # Recovery: the live jobs are read in bulk and their actors start in the
         # background; the runtime serves at once.
@@ -232,11 +212,11 @@ class Runtime:
 
     def _actor_of(self, job_id: str) -> ActorRef[JobMessage] | None:
         """The running actor of a job, or None."""
-        return self._supervisor.lookup(job_id) if self._supervisor is not None else None
+        return self.actors.lookup(job_id)
 
     def actor_statistics(self) -> SupervisorStatistics | None:
         """Counters of the supervisor of job actors (starts, restarts, crashes); None when closed."""
-        return self._supervisor.statistics() if self._supervisor is not None else None
+        return self.actors.statistics()
 
     def notify_operator(self, job_id: str, reason: str) -> None:
         """Report a platform failure to the operator, in the background (log, metric, webhook)."""
@@ -246,11 +226,6 @@ class Runtime:
                 webhook_url=self.settings.operator_webhook_url))
 
     # -- accounts (alallo.runtime._accounts) ------------------------------------------
-
-    @property
-    def key_cache(self) -> KeyCache:
-        """API key -> account for a few seconds (:mod:`alallo.runtime._key_cache`)."""
-        return self.accounts.key_cache
 
     async def authenticate(self, api_key: str | None) -> str:
         """The account id of an API key (:meth:`Accounts.authenticate`).
@@ -321,10 +296,6 @@ class Runtime:
         await self.accounts.check_spec(account_id, spec, self.trainers)
         return await self.planning.estimate(account_id, spec)
 
-    async def replan(self, job: Job) -> PlanOptions:
-        """A job's plans again, with its measured memory (after a re-scheduling)."""
-        return await self.planning.replan(job)
-
     async def capacity(self, account_id: str | None = None) -> api.Capacity:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``); with
         ``account_id``, other accounts' jobs only counted (see :meth:`Planning.capacity`)."""
@@ -332,24 +303,12 @@ class Runtime:
 
     async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
         """Stop placing jobs on a node and move the jobs running there (``on=False``
-        opens it again). Returns the ids of the jobs moved.
+        opens it again). Returns the ids of the jobs moved (:meth:`Relocation.drain_node`).
 
         Raises:
             NotFound: no such node (``param="node"``).
         """
-        if self.scheduler is None or name not in self.pool.nodes:
-            raise NotFound(f"no node {name!r}", param="node")
-        moved = cast(list[str], await self.scheduler.ask(Drain(name, on=on),
-                                                         timeout=SCHEDULER_ASK_S))
-        if not on:
-            return []
-        for job_id in moved:
-            if (ref := self._actor_of(job_id)) is not None:
-                with contextlib.suppress(ActorStopped):
-                    await ref.tell(RescheduleJob(f"node {name} is draining"))
-        return moved
-
-    # -- jobs ----------------------------------------------------------------
+        return await self.relocation.drain_node(name, on=on)
 
     async def create_job(self, account_id: str, spec: JobSpec | Mapping[str, Any]) -> Job:
         """Accept a job: it is stored as ``queued`` (``Starting``) before this returns.
@@ -366,35 +325,16 @@ class Runtime:
         """
         spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(spec)
         await self.accounts.check_spec(account_id, spec, self.trainers)
-        spec, options, max_steps = await self.planning.plan(account_id, spec)
-        plan = options.pick(spec.goal) if options.options else NO_PLAN
-        estimate = estimate_time(plan, wait_s=await self.planning.wait_s(plan) if options.options else 0)
-        now = time.time()
-        job = Job(
-            id="ft-" + uuid.uuid4().hex[:24], account_id=account_id, spec=spec,
-            max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
-            options=options.options, verdict=options.verdict,
-            estimate=estimate, price_estimate=estimate_price(plan), created_at=int(now),
-        )
-        transition = lifecycle.apply(job, lifecycle.Created(now=now))
-        job = transition.job
-        await self.store.save_job(job, transition.events, insert=True,
-                                  owner=self.cluster.node_id)
-        self.cluster.hold(job.id, 1)
-        self._checkpoints.prime([job])  # its actor starts from it without reading it back
-        await self.starter.start(job)  # queued behind recovered jobs: it must not overtake them
-        return job
+        return await self.jobs.create(account_id, spec)
 
     async def _start_actor(self, job: Job, cause: str | None = None) -> None:
-        """Start the job's actor under the supervisor, with its own restart limit (only
-        through :attr:`starter`, which starts each job once)."""
-        if self._supervisor is None:
-            raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
-        await self.files.recall(job.account_id, job.spec.training_file)
-        await self._supervisor.start_child(
-            JobActor, self.job_context, job.id, cause, name=job.id, restart=Restart.TRANSIENT,
-            intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF,
-            on_give_up=self.starter.given_up)
+        """Start the job's actor (only through :attr:`starter`, which starts each job once)."""
+        await self.actors.start(job, cause, on_give_up=self.starter.given_up)
+
+    @property
+    def scheduler(self) -> ActorRef[SchedulerMessage] | None:
+        """The scheduler actor, while the runtime is open."""
+        return self.actors.scheduler
 
     # -- jobs (alallo.runtime._jobs) -------------------------------------------------------
 

@@ -32,8 +32,11 @@ from actors import ActorStopped, Backoff, RestartIntensity
 
 from ..jobs import Job
 
-__all__ = ["JOB_ACTOR_BACKOFF", "JOB_ACTOR_INTENSITY", "Starter"]
+__all__ = ["JOB_ACTOR_BACKOFF", "JOB_ACTOR_INTENSITY", "JOB_RESTART_INTENSITY", "Starter"]
 
+JOB_RESTART_INTENSITY = RestartIntensity(max_restarts=50, within=60.0)
+"""Restarts the supervisor of job actors allows its children without an intensity of their own
+(the scheduler) before it gives up; each job's actor has its own (:data:`JOB_ACTOR_INTENSITY`)."""
 JOB_ACTOR_INTENSITY = RestartIntensity(max_restarts=5, within=60.0)
 """Restarts one job's actor gets: a 6th crash within a minute gives it up, and the job fails."""
 JOB_ACTOR_BACKOFF = Backoff(initial=0.1, factor=2.0, cap=1.6)

@@ -17,8 +17,8 @@ import trio
 from alallo import Runtime, Settings
 from alallo.cluster._cluster import Cluster
 from alallo.jobs._job import Event, Job
-from alallo.store._store import LeaseLost, Store
 from alallo.store._schema import jobs, nodes
+from alallo.store._store import LeaseLost, Store
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
@@ -101,7 +101,7 @@ async def test_a_process_whose_lease_was_taken_cannot_write(
 
         # The actor: its next write is refused; it stops its trainer and itself.
         with trio.fail_after(30):
-            while trainer_pids(job.id) or rt._supervisor.lookup(job.id) is not None:
+            while trainer_pids(job.id) or rt.actors.lookup(job.id) is not None:
                 await trio.sleep(0.05)
         assert row(rt.store, job.id) == taken, "the old owner wrote nothing more"
         assert await rt.store.items_after(job.id, 0) == items
@@ -148,7 +148,7 @@ async def test_an_adopted_job_takes_the_cancel_asked_while_its_owner_was_gone(
                 done = await b.wait_for_final(job.account_id, job.id)
             assert done.status.value == "cancelled"
             with trio.fail_after(30):
-                while trainer_pids(job.id) or a._supervisor.lookup(job.id) is not None:
+                while trainer_pids(job.id) or a.actors.lookup(job.id) is not None:
                     await trio.sleep(0.05)
             owner, epoch, _, _ = row(b.store, job.id)
             assert (owner, epoch) == (b.cluster.node_id, 2)

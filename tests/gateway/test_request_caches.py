@@ -63,7 +63,7 @@ async def new_account_key(runtime: Runtime, account_id: str) -> str:
 async def test_revoked_keys_answer_401_at_once_here_and_after_the_ttl_elsewhere(
         runtime: Runtime) -> None:
     clock = Clock()
-    runtime.key_cache.clock = clock
+    runtime.accounts.key_cache.clock = clock
     here = await new_account_key(runtime, "acct-here")
     elsewhere = await new_account_key(runtime, "acct-elsewhere")
     async with client_of(runtime, here) as by_here, client_of(runtime, elsewhere) as by_other:
@@ -77,7 +77,7 @@ async def test_revoked_keys_answer_401_at_once_here_and_after_the_ttl_elsewhere(
 
         # Another process revokes: this one trusts what it found for the TTL, no longer.
         assert await runtime.store.revoke_api_key(hash_key(elsewhere), int(time.time()))
-        clock.now += runtime.key_cache.ttl_s
+        clock.now += runtime.accounts.key_cache.ttl_s
         assert (await by_other.get("/v1/models")).status_code == 401
         assert (await by_other.get("/v1/fine_tuning/jobs")).status_code == 401
 
