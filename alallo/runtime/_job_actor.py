@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -35,6 +34,18 @@ from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from ..store import LeaseLost
 from ..trainers import Checkpoint, Error, Log, parse_line
 from ._job_context import JobContext
+from ._job_messages import (
+    CancelJob,
+    JobMessage,
+    RescheduleJob,
+    _CannotAfford,
+    _LimitReached,
+    _NotAvailable,
+    _RunStarting,
+    _TrainerEnded,
+    _TrainerLine,
+    _Waiting,
+)
 from ._launch import (
     command_refusal,
     model_refusal,
@@ -49,65 +60,9 @@ from ._views import placement_view
 if TYPE_CHECKING:
     from ..jobs import LedgerEntry
 
-__all__ = ["CancelJob", "JobActor", "JobMessage", "RescheduleJob"]
+__all__ = ["JobActor"]
 
 log = structlog.get_logger("alallo.job")
-
-
-@dataclass(frozen=True)
-class CancelJob:
-    """Stop the job for the user; the reply is the job after the request."""
-
-
-@dataclass(frozen=True)
-class RescheduleJob:
-    """Move the job to other capacity (its node drains or was lost); it continues
-    from its latest checkpoint."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class _Waiting:
-    position: int
-
-
-@dataclass(frozen=True)
-class _NotAvailable:
-    lower_precision_fits: bool
-    detail: str | None = None
-
-
-@dataclass(frozen=True)
-class _RunStarting:
-    config_hash: str
-    resume_step: int | None
-    cause: str | None
-    grant: Grant
-
-
-@dataclass(frozen=True)
-class _CannotAfford:
-    detail: str
-
-
-@dataclass(frozen=True)
-class _TrainerLine:
-    text: str
-
-
-@dataclass(frozen=True)
-class _TrainerEnded:
-    returncode: int | None
-
-
-@dataclass(frozen=True)
-class _LimitReached:
-    limit: Literal["budget", "time_limit"]
-
-
-JobMessage = (CancelJob | RescheduleJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
-              | _TrainerLine | _TrainerEnded | _LimitReached)
 
 
 class JobActor(Actor[JobMessage]):

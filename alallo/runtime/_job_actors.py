@@ -17,8 +17,9 @@ from actors import (
 from ..capacity import Pool, Scheduler, SchedulerMessage
 from ..jobs import Job
 from ..store import JobCheckpoints
-from ._job_actor import JobActor, JobMessage
+from ._job_actor import JobActor
 from ._job_context import RuntimeJobContext
+from ._job_messages import JobMessage
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, JOB_RESTART_INTENSITY
 from ._training_files import TrainingFiles
 

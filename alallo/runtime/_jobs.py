@@ -29,8 +29,8 @@ from ..jobs import (
 )
 from ..store import JobCheckpoints, Store, read_item
 from ._bus import EventBus, Lagged
-from ._job_actor import CancelJob, JobMessage
 from ._job_cache import LiveJobs
+from ._job_messages import CancelJob, JobMessage
 from ._planning import NO_PLAN, Planning
 from ._starter import Starter
 

@@ -18,7 +18,7 @@ from ..capacity import Drain, Pool, SchedulerMessage
 from ..cluster import ADOPTED_CAUSE, Claim, Cluster
 from ..store import JobCheckpoints, Store, StoreUnavailable
 from ._bus import EventBus
-from ._job_actor import CancelJob, JobMessage, RescheduleJob
+from ._job_messages import CancelJob, JobMessage, RescheduleJob
 from ._notify import listen
 from ._planning import SCHEDULER_ASK_S
 from ._starter import Starter

@@ -53,10 +53,10 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._job_actor import JobMessage
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
+from ._job_messages import JobMessage
 from ._jobs import Jobs
 from ._operator import notify_platform_failure
 from ._planning import Planning

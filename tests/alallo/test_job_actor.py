@@ -23,16 +23,35 @@ import trio.testing
 
 from actors import Actor, Restart, Supervisor, open_supervisor
 from alallo import EventType, JobSpec, JobStatus, Message
-from alallo.runtime._actor_failure import fail_job
-from alallo.runtime._job_actor import CancelJob, JobActor, RescheduleJob
-from alallo.runtime._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
 from alallo._trainer_registry import TrainerRegistry
-from alallo.capacity import (Acquire, Catalogue, Grant, NodeSpec, Placement, PlanOptions, Pool,
-                             Release, SchedulerMessage, plan_options)
+from alallo.capacity import (
+    Acquire,
+    Catalogue,
+    Grant,
+    NodeSpec,
+    Placement,
+    PlanOptions,
+    Pool,
+    Release,
+    SchedulerMessage,
+    plan_options,
+)
 from alallo.cluster import CheckpointStorage
-from alallo.jobs import (Event, Job, LedgerEntry, LogLine, Progress, estimate_price, estimate_time,
-                         lifecycle)
+from alallo.jobs import (
+    Event,
+    Job,
+    LedgerEntry,
+    LogLine,
+    Progress,
+    estimate_price,
+    estimate_time,
+    lifecycle,
+)
 from alallo.jobs._billing import step_price
+from alallo.runtime._actor_failure import fail_job
+from alallo.runtime._job_actor import JobActor
+from alallo.runtime._job_messages import CancelJob, RescheduleJob
+from alallo.runtime._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
 from alallo.settings import Settings
 from alallo.store import LeaseLost, StoreUnavailable
 from alallo.trainers.simulated import fake_loss

@@ -1,0 +1,73 @@
+"""The mailbox of a job's actor: every message it takes (:class:`JobMessage`).
+
+Two come from outside: :class:`CancelJob` (a user's cancel, on the control lane, so it
+overtakes a backlog of progress lines) and :class:`RescheduleJob` (capacity: the node drains
+or was lost). The others the actor sends itself from its run's tasks (the scheduler's answer,
+the trainer's lines and exit, a limit reached), so that every change of the job goes through
+the mailbox, one at a time (:mod:`alallo.runtime._job_actor`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..capacity import Grant
+
+__all__ = ["CancelJob", "JobMessage", "RescheduleJob"]
+
+
+@dataclass(frozen=True)
+class CancelJob:
+    """Stop the job for the user; the reply is the job after the request."""
+
+
+@dataclass(frozen=True)
+class RescheduleJob:
+    """Move the job to other capacity (its node drains or was lost); it continues
+    from its latest checkpoint."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    position: int
+
+
+@dataclass(frozen=True)
+class _NotAvailable:
+    lower_precision_fits: bool
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class _RunStarting:
+    config_hash: str
+    resume_step: int | None
+    cause: str | None
+    grant: Grant
+
+
+@dataclass(frozen=True)
+class _CannotAfford:
+    detail: str
+
+
+@dataclass(frozen=True)
+class _TrainerLine:
+    text: str
+
+
+@dataclass(frozen=True)
+class _TrainerEnded:
+    returncode: int | None
+
+
+@dataclass(frozen=True)
+class _LimitReached:
+    limit: Literal["budget", "time_limit"]
+
+
+JobMessage = (CancelJob | RescheduleJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
+              | _TrainerLine | _TrainerEnded | _LimitReached)
