@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from alallo._status import Message
 from alallo.cli._common import (
     ApiKeyOption,
     JsonOption,
@@ -95,7 +96,7 @@ def estimate(
         return
     out = console()
     if not answer.get("available", True):
-        out.print(Text(str(answer.get("reason") or "Not available right now."), style="yellow"))
+        out.print(Text(str(answer.get("reason") or Message.NOT_AVAILABLE.value), style="yellow"))
         if answer.get("detail"):
             out.print(Text(f"{answer['detail']}."))
         return
@@ -146,7 +147,7 @@ def confirm(quote: Mapping[str, Any], *, ask: bool, trainer: str | None) -> None
     """Show an estimate; stop if the job cannot run, or if the user says no."""
     out = console()
     if not quote.get("available", True):
-        reason = str(quote.get("reason") or "Not available right now.")
+        reason = str(quote.get("reason") or Message.NOT_AVAILABLE.value)
         fail(f"{reason} {quote['detail']}." if quote.get("detail") else reason)
     out.print(f"Estimate: {estimate_text(quote)}", markup=False)
     if trainer == "simulated":
