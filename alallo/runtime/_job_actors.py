@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 from actors import (
     ActorRef,
@@ -18,19 +19,24 @@ from ..capacity import Pool, Scheduler, SchedulerMessage
 from ..jobs import Job
 from ..store import JobCheckpoints
 from ._job_actor import JobActor
-from ._job_context import RuntimeJobContext
+from ._job_context import JobContext
 from ._job_messages import JobMessage
 from ._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY, JOB_RESTART_INTENSITY
-from ._training_files import TrainingFiles
 
-__all__ = ["JobActors"]
+__all__ = ["FileRecall", "JobActors"]
+
+
+class FileRecall(Protocol):
+    """Reads a training file's row before a job's actor starts (:class:`TrainingFiles` does)."""
+
+    async def recall(self, account_id: str, file_id: str) -> None: ...
 
 
 class JobActors:
     """The runtime's supervisor of job actors, with the scheduler as its first child.
 
     Args:
-        context: what each job's actor gets (:class:`RuntimeJobContext`).
+        context: what each job's actor gets (the runtime's :class:`JobContext`).
         files: a job's training file is recalled before its actor starts.
         checkpoints: where a restarted actor's job is read from (primed by the starters).
         pool: the nodes the scheduler places jobs on.
@@ -39,7 +45,7 @@ class JobActors:
     actor (their trainers with them).
     """
 
-    def __init__(self, context: RuntimeJobContext, files: TrainingFiles,
+    def __init__(self, context: JobContext, files: FileRecall,
                  checkpoints: JobCheckpoints, pool: Pool) -> None:
         self._context = context
         self._files = files

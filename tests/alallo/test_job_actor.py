@@ -50,6 +50,7 @@ from alallo.jobs import (
 from alallo.jobs._billing import step_price
 from alallo.runtime._actor_failure import fail_job
 from alallo.runtime._job_actor import JobActor
+from alallo.runtime._job_actors import JobActors
 from alallo.runtime._job_messages import CancelJob, RescheduleJob
 from alallo.runtime._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
 from alallo.settings import Settings
@@ -452,3 +453,39 @@ async def test_an_unwritable_job_directory_fails_the_job_without_a_restart_storm
     assert error.type is EventType.JOB_ERROR
     assert "cannot prepare the run in the job's directory" in error.message
     assert ctx.notified == [(done.id, error.message)] and ctx.released == [done.id]
+
+
+class RecalledFiles:
+    """`FileRecall` noting each file recalled."""
+
+    def __init__(self) -> None:
+        self.recalled: list[str] = []
+
+    async def recall(self, account_id: str, file_id: str) -> None:
+        self.recalled.append(file_id)
+
+
+async def test_job_actors_start_a_job_under_the_scheduler_and_find_it_while_it_runs(
+        tmp_path: Path) -> None:
+    ctx = fake_context(tmp_path, steps=200, delay=0.05)
+    files, given_up = RecalledFiles(), []
+
+    async def give_up(name: str, crash: BaseException | None) -> None:
+        given_up.append(name)
+
+    actors = JobActors(ctx, files, Snapshots(ctx), POOL)
+    assert actors.lookup(ctx.job_id) is None and actors.statistics() is None
+    async with actors.open():
+        ctx.scheduler = actors.scheduler  # the real scheduler, over the pool's one node
+        assert ctx.job_id not in actors
+        await actors.start(ctx.created, None, on_give_up=give_up)
+        assert files.recalled == ["file-1"] and ctx.job_id in actors
+        await ctx.wait_for(lambda j: j.progress.step >= 1)
+        ref = actors.lookup(ctx.job_id)
+        assert ref is not None
+        await ref.ask(CancelJob(), timeout=TIMEOUT_S)
+        done = await ctx.wait_for(lambda j: j.status.is_final)
+        statistics = actors.statistics()
+        assert statistics is not None and statistics.started == 2  # the scheduler and the job
+    assert done.status is JobStatus.CANCELLED and given_up == []
+    assert trainer_pids(ctx.job_id) == []
