@@ -23,7 +23,7 @@ from httpx_sse import ServerSentEvent
 from alallo._keys import DEFAULT_DATA_DIR, read_key_file
 from alallo._status import JobStatus
 from alallo._types import FileId, Seq
-from alallo.client._errors import ApiError, ClientError
+from alallo._errors import ClientError, api_error
 from alallo.api import Page
 
 __all__ = [
@@ -248,7 +248,7 @@ def raise_for_status(response: httpx.Response) -> None:
             f"{text} ({request.method} {request.url.path})",
         )
         param = None
-    raise ApiError(response.status_code, str(code), str(message), param)
+    raise api_error(response.status_code, str(code), str(message), param)
 
 
 def json_body(response: httpx.Response, method: str, path: str) -> JsonObject:

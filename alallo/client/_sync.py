@@ -23,7 +23,7 @@ from alallo.client._base import (
     JobSpecFields,
     StreamItem,
 )
-from alallo.client._errors import ClientError
+from alallo._errors import ClientError
 from alallo.api import (
     Capacity,
     Checkpoint,
