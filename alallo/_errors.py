@@ -3,7 +3,8 @@
 ::
 
     AlalloError                     every error alallo raises, embedded or over HTTP
-    ├── ApiError                    a refusal as the server sends it: status_code, code, message, param
+    ├── ApiError                    a refusal, as the server sends it: status_code, code,
+    │                               message, param
     │   ├── InvalidRequest      422 the request is malformed or names a bad value
     │   │   └── InvalidFile     422 an uploaded JSONL file has a bad line
     │   ├── Unauthorized        401 no or unknown API key
