@@ -4,7 +4,10 @@ The embedding API is :class:`Runtime` with :class:`Settings`; the HTTP
 clients are :class:`Client` and :class:`AsyncClient` (from
 :mod:`alallo.client`), whose results are typed by the TypedDicts of
 :mod:`alallo.api` (:class:`FineTuningJob`, :class:`FileObject`,
-:class:`Page`...); the command line is ``alallo``.
+:class:`Page`...); the command line is ``alallo``. Every error is an
+:class:`AlalloError`, one tree for the runtime and the clients
+(:mod:`alallo._errors`): a refusal is an :class:`ApiError` of the same class
+embedded or over HTTP (:class:`NotFound`, :class:`InvalidRequest`...).
 
 The names below are loaded on first use (PEP 562): a trainer process
 (``python -m alallo.trainers.simulated``) and every CLI command import this
@@ -20,6 +23,8 @@ from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._errors import AlalloError as AlalloError
+    from ._errors import ApiError as ApiError
+    from ._errors import ClientError as ClientError
     from ._errors import Conflict as Conflict
     from ._errors import Forbidden as Forbidden
     from ._errors import InvalidFile as InvalidFile
@@ -28,6 +33,7 @@ if TYPE_CHECKING:
     from ._errors import NotFound as NotFound
     from ._errors import SettingError as SettingError
     from ._errors import Unauthorized as Unauthorized
+    from ._errors import Unavailable as Unavailable
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
@@ -75,6 +81,7 @@ if TYPE_CHECKING:
 _ORIGINS = {
     "LOCAL_ACCOUNT": ".runtime",
     "AlalloError": "._errors",
+    "ApiError": "._errors",
     "AsyncClient": ".client",
     "Capacity": ".api",
     "CapacityNode": ".api",
@@ -82,6 +89,7 @@ _ORIGINS = {
     "CheckpointList": ".api",
     "CheckpointMetrics": ".api",
     "Client": ".client",
+    "ClientError": "._errors",
     "Conflict": "._errors",
     "DashboardLink": ".api",
     "Estimate": ".api",
@@ -125,10 +133,12 @@ _ORIGINS = {
     "TrainerList": ".api",
     "TrainingLogLine": ".api",
     "Unauthorized": "._errors",
+    "Unavailable": "._errors",
 }
 
 __all__ = [
     "AlalloError",
+    "ApiError",
     "AsyncClient",
     "Capacity",
     "CapacityNode",
@@ -136,6 +146,7 @@ __all__ = [
     "CheckpointList",
     "CheckpointMetrics",
     "Client",
+    "ClientError",
     "Conflict",
     "DashboardLink",
     "Estimate",
@@ -180,6 +191,7 @@ __all__ = [
     "TrainerList",
     "TrainingLogLine",
     "Unauthorized",
+    "Unavailable",
 ]
 
 

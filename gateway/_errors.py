@@ -1,7 +1,10 @@
-"""Errors become HTTP answers here, in one table (STYLE.md, rule 25).
+"""Errors become HTTP answers here (STYLE.md, rule 25).
 
 Every error body is ``{"error": {"code", "message", "param"}}``; bad input
-never gets a 500.
+never gets a 500. An :class:`~alallo.ApiError` is answered with the status
+its class carries (``exc.status_code``, beside each class in
+``alallo/_errors.py``); the two refusals only HTTP has, :class:`BadJSON` and
+:class:`RequestTooLarge`, are added here under :class:`~alallo.InvalidRequest`.
 """
 
 from __future__ import annotations
@@ -13,14 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from alallo import (
-    AlalloError,
-    Conflict,
-    Forbidden,
-    InvalidRequest,
-    NotFound,
-    Unauthorized,
-)
+from alallo import AlalloError, ApiError, Forbidden, InvalidRequest
 
 __all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "error_response"]
 
@@ -28,24 +24,20 @@ __all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "err
 class BadJSON(InvalidRequest):
     """The request body is not the JSON object the endpoint expects."""
 
+    status_code = 400
     code = "invalid_json"
 
 
-class RequestTooLarge(AlalloError):
+class RequestTooLarge(InvalidRequest):
     """The request body (or the uploaded file) is over its size limit (``gateway._limits``)."""
 
+    status_code = 413
     code = "request_too_large"
 
 
-_STATUS: tuple[tuple[type[AlalloError], int], ...] = (
-    (Forbidden, 403),
-    (BadJSON, 400),
-    (Unauthorized, 401),
-    (NotFound, 404),
-    (Conflict, 409),
-    (RequestTooLarge, 413),
-    (InvalidRequest, 422),
-)
+# An AlalloError that is no ApiError (SettingError, LeaseLost) should never meet a
+# request; one that does is answered as it always was.
+_NOT_A_REFUSAL_STATUS = 400
 
 
 def error_response(status: int, code: str, message: str, param: str | None) -> JSONResponse:
@@ -55,7 +47,7 @@ def error_response(status: int, code: str, message: str, param: str | None) -> J
 
 
 async def _alallo_error(request: Request, exc: AlalloError) -> JSONResponse:
-    status = next((s for cls, s in _STATUS if isinstance(exc, cls)), 400)
+    status = exc.status_code if isinstance(exc, ApiError) else _NOT_A_REFUSAL_STATUS
     return error_response(status, exc.code, exc.message, exc.param)
 
 

@@ -52,7 +52,7 @@ def upgrade(database_url: DatabaseUrlOption = None, data_dir: DataDirOption = No
     try:
         revision = store.open()
     except StoreUnavailable as exc:
-        fail(str(exc))
+        fail(exc.message)
     finally:
         store.close()
     shown = sa.make_url(url).render_as_string(hide_password=True)

@@ -1,50 +1,32 @@
-"""The blocking client, :class:`Client` (:mod:`alallo.client` says how both clients are built)."""
+"""The blocking client, :class:`Client`: the calls of :mod:`alallo.client._calls`, run on
+``httpx.Client`` (:mod:`alallo.client` says how both clients are built)."""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Unpack, cast
+from typing import Self, Unpack
 
 import httpx
-from httpx_sse import ServerSentEvent, SSEError, connect_sse
 
+from alallo import api
 from alallo._types import FileId, JobId, Seq
-from alallo.client import _base as base
-from alallo.client._base import (
+from alallo.client._calls import (
     CHECKPOINTS_PAGE_SIZE,
     DEFAULT_TIMEOUT_S,
     EVENTS_PAGE_SIZE,
     FILES_PAGE_SIZE,
+    JOBS_PAGE_SIZE,
     LOG_PAGE_SIZE,
-    JobSpecFields,
-    StreamItem,
+    Calls,
 )
-from alallo.client._errors import ClientError
-from alallo.api import (
-    Capacity,
-    Checkpoint,
-    CheckpointList,
-    Estimate,
-    FileDeleted,
-    FileList,
-    FileObject,
-    FineTuningJob,
-    Health,
-    JobEvent,
-    JobEventList,
-    JobList,
-    LogPage,
-    ModelList,
-    NodeDrain,
-    TrainerList,
-    TrainingLogLine,
-)
+from alallo.client._drivers import SyncDriver
+from alallo.client._spec import JobSpecFields
+from alallo.client._stream import StreamItem
 
 __all__ = ["Client"]
+
 
 class Client:
     """A connection to one alallo server, on behalf of one account (blocking calls).
@@ -77,32 +59,22 @@ class Client:
         base_url: The server this client talks to, without a trailing ``/v1``.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.base_url = base.base_url_of(base_url)
-        self._data_dir = base.data_dir()
-        self._api_key = api_key or base.find_api_key(self._data_dir)
-        self._timeout = timeout
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self._calls = Calls(base_url, api_key, timeout)
+        self.base_url = self._calls.base_url
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._driver = SyncDriver(self._http)
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r})"
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def close(self) -> None:
@@ -111,71 +83,57 @@ class Client:
 
     # -- files ---------------------------------------------------------------
 
-    def upload_file(
-        self, path: str | os.PathLike[str], *, purpose: str = "fine-tune"
-    ) -> FileObject:
-        """Upload a JSONL training file; the server checks every line.
+    def upload_file(self, path: str | os.PathLike[str], *,
+                    purpose: str = "fine-tune") -> api.FileObject:
+        """Upload a JSONL training file, streamed; the server checks every line.
 
         Returns:
             The :class:`~alallo.FileObject` (a plain dict): ``id``, ``filename``,
             ``line_count``, ``format``, ...
 
         Raises:
-            ApiError: 422 naming the first bad line (``line 7: ...``), 413 if too big.
+            InvalidRequest: 422 naming the first bad line (``line 7: ...``), 413 if too big.
             ClientError: The local file cannot be read, or the server is unreachable.
         """
-        path = Path(path)
-        try:
-            data = path.open("rb")
-        except OSError as exc:
-            raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        with data:  # streamed: a file may be far larger than memory should hold
-            files = {"file": (path.name, data, "application/jsonl")}
-            answer = self._request("POST", "/v1/files", files=files, data={"purpose": purpose})
-            return cast(FileObject, answer)
+        return self._driver.run(self._calls.upload_file(path, purpose))
 
-    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> FileList:
+    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> api.FileList:
         """One page of the account's files, newest first, as a list object (``data``,
         ``has_more``); ``after`` is the last file id seen. Without ``limit``, the
         server's page (up to 10,000)."""
-        params = base.page(limit, after) if limit is not None else (
-            {"after": after} if after is not None else {})
-        return cast(FileList, self._request("GET", "/v1/files", params=params))
+        return self._driver.run(self._calls.list_files(limit, after))
 
-    def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[FileObject]:
+    def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[api.FileObject]:
         """Every file of the account, newest first, fetching page after page."""
-        return base.paginate(
-            lambda after: self.list_files(limit=page_size, after=after),
-            lambda item: str(item["id"]))
+        return self._driver.drive(self._calls.iter_files(page_size))
 
-    def get_file(self, file_id: FileId) -> FileObject:
-        """One file object. Raises :class:`ApiError` 404 if the account has no such file."""
-        return cast(FileObject, self._request("GET", f"/v1/files/{file_id}"))
+    def get_file(self, file_id: FileId) -> api.FileObject:
+        """One file object. Raises :class:`~alallo.NotFound` if the account has no such file."""
+        return self._driver.run(self._calls.get_file(file_id))
 
-    def delete_file(self, file_id: FileId) -> FileDeleted:
-        """Delete a file. Raises :class:`ApiError` 409 while a live job uses it."""
-        return cast(FileDeleted, self._request("DELETE", f"/v1/files/{file_id}"))
+    def delete_file(self, file_id: FileId) -> api.FileDeleted:
+        """Delete a file. Raises :class:`~alallo.Conflict` (409) while a live job uses it."""
+        return self._driver.run(self._calls.delete_file(file_id))
 
     # -- models, capacity and estimates ----------------------------------------
 
-    def list_models(self) -> ModelList:
+    def list_models(self) -> api.ModelList:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
-        return cast(ModelList, self._request("GET", "/v1/models"))
+        return self._driver.run(self._calls.list_models())
 
-    def list_trainers(self) -> TrainerList:
+    def list_trainers(self) -> api.TrainerList:
         """The trainers a job may name: ``name``, ``description``, ``built_in``."""
-        return cast(TrainerList, self._request("GET", "/v1/trainers"))
+        return self._driver.run(self._calls.list_trainers())
 
-    def capacity(self) -> Capacity:
+    def capacity(self) -> api.Capacity:
         """The capacity pool: ``nodes`` (devices, free, busy by job), ``queue_length``, ``queue``."""
-        return cast(Capacity, self._request("GET", "/v1/capacity"))
+        return self._driver.run(self._calls.capacity())
 
-    def drain_node(self, node: str, *, on: bool = True) -> NodeDrain:
+    def drain_node(self, node: str, *, on: bool = True) -> api.NodeDrain:
         """Drain a node (operator): its jobs move, no new ones land there; ``on=False`` undoes it."""
-        action = "drain" if on else "undrain"
-        return cast(NodeDrain, self._request("POST", f"/v1/capacity/nodes/{node}/{action}"))
+        return self._driver.run(self._calls.drain_node(node, on))
 
-    def estimate(self, **spec: Unpack[JobSpecFields]) -> Estimate:
+    def estimate(self, **spec: Unpack[JobSpecFields]) -> api.Estimate:
         """Estimate time and price of a job without creating it.
 
         Args:
@@ -186,12 +144,11 @@ class Client:
             ``time`` (``text`` like ``"40 min to 1.3 h"``), ``price``, ``capacity_free``
             and ``note``, ``plan``, ``allowed_to_proceed``.
         """
-        return cast(Estimate, self._request("POST", "/v1/fine_tuning/estimates",
-                                            json=base.clean_spec(spec)))
+        return self._driver.run(self._calls.estimate(spec))
 
     # -- jobs ------------------------------------------------------------------
 
-    def create_job(self, **spec: Unpack[JobSpecFields]) -> FineTuningJob:
+    def create_job(self, **spec: Unpack[JobSpecFields]) -> api.FineTuningJob:
         """Create a fine-tuning job; it starts ``queued`` with the message ``Starting``.
 
         Args:
@@ -202,52 +159,43 @@ class Client:
             The job, a :class:`~alallo.FineTuningJob` (a plain dict).
 
         Raises:
-            ApiError: 422 with ``param`` naming a bad field, 402 if the balance
-                cannot cover the job, 404 for an unknown file.
+            ApiError: :class:`~alallo.InvalidRequest` (422) with ``param`` naming a bad
+                field, 402 if the balance cannot cover the job, :class:`~alallo.NotFound`
+                for an unknown file.
         """
-        return cast(FineTuningJob, self._request("POST", "/v1/fine_tuning/jobs",
-                                                 json=base.clean_spec(spec)))
+        return self._driver.run(self._calls.create_job(spec))
 
-    def get_job(self, job_id: JobId) -> FineTuningJob:
+    def get_job(self, job_id: JobId) -> api.FineTuningJob:
         """The job object: status, message, progress, time left, price, ..."""
-        return cast(FineTuningJob, self._request("GET", f"/v1/fine_tuning/jobs/{job_id}"))
+        return self._driver.run(self._calls.get_job(job_id))
 
-    def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> JobList:
+    def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> api.JobList:
         """One page of the account's jobs, newest first; ``after`` is the last id seen."""
-        return cast(JobList, self._request("GET", "/v1/fine_tuning/jobs",
-                                           params=base.page(limit, after)))
+        return self._driver.run(self._calls.list_jobs(limit, after))
 
-    def iter_jobs(self, *, page_size: int = 100) -> Iterator[FineTuningJob]:
+    def iter_jobs(self, *, page_size: int = JOBS_PAGE_SIZE) -> Iterator[api.FineTuningJob]:
         """Every job of the account, newest first, fetching page after page."""
-        return base.paginate(
-            lambda after: self.list_jobs(limit=page_size, after=after),
-            lambda item: str(item["id"]))
+        return self._driver.drive(self._calls.iter_jobs(page_size))
 
-    def cancel_job(self, job_id: JobId) -> FineTuningJob:
+    def cancel_job(self, job_id: JobId) -> api.FineTuningJob:
         """Cancel a job; returns it ``cancelling`` (or already ``cancelled``).
 
         Raises:
-            ApiError: 409 if the job has finished; the message says so.
+            InvalidTransition: 409 if the job has finished; the message says so.
         """
-        return cast(FineTuningJob, self._request("POST", f"/v1/fine_tuning/jobs/{job_id}/cancel"))
+        return self._driver.run(self._calls.cancel_job(job_id))
 
-    def list_events(
-        self, job_id: JobId, *, after: Seq | None = None, limit: int = EVENTS_PAGE_SIZE
-    ) -> JobEventList:
+    def list_events(self, job_id: JobId, *, after: Seq | None = None,
+                    limit: int = EVENTS_PAGE_SIZE) -> api.JobEventList:
         """One page of a job's events, oldest first; ``after`` is the last event's ``seq``."""
-        return cast(JobEventList, self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/events", params=base.page(limit, after)
-        ))
+        return self._driver.run(self._calls.list_events(job_id, after, limit))
 
-    def iter_events(self, job_id: JobId) -> Iterator[JobEvent]:
+    def iter_events(self, job_id: JobId) -> Iterator[api.JobEvent]:
         """All of a job's events, oldest first, fetching page after page."""
-        return base.paginate(
-            lambda after: self.list_events(job_id, after=after),
-            lambda item: int(item["seq"]))
+        return self._driver.drive(self._calls.iter_events(job_id))
 
-    def list_checkpoints(
-        self, job_id: JobId, *, after: str | None = None, limit: int = CHECKPOINTS_PAGE_SIZE
-    ) -> CheckpointList:
+    def list_checkpoints(self, job_id: JobId, *, after: str | None = None,
+                         limit: int = CHECKPOINTS_PAGE_SIZE) -> api.CheckpointList:
         """One page of a job's saved checkpoints, newest first.
 
         ``after`` is the ``id`` (``ftckpt-…``) of the last checkpoint seen. Each
@@ -255,36 +203,26 @@ class Client:
         saved) and ``metrics`` (``step``, ``train_loss``). A job that saved
         none has an empty list.
         """
-        return cast(CheckpointList, self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/checkpoints", params=base.page(limit, after)
-        ))
+        return self._driver.run(self._calls.list_checkpoints(job_id, after, limit))
 
-    def iter_checkpoints(
-        self, job_id: JobId, *, page_size: int = CHECKPOINTS_PAGE_SIZE
-    ) -> Iterator[Checkpoint]:
+    def iter_checkpoints(self, job_id: JobId, *,
+                         page_size: int = CHECKPOINTS_PAGE_SIZE) -> Iterator[api.Checkpoint]:
         """Every checkpoint a job saved, newest first, fetching page after page."""
-        return base.paginate(
-            lambda after: self.list_checkpoints(job_id, after=after, limit=page_size),
-            lambda item: str(item["id"]))
+        return self._driver.drive(self._calls.iter_checkpoints(job_id, page_size))
 
-    def read_log(
-        self, job_id: JobId, *, after: int | None = None, limit: int = LOG_PAGE_SIZE
-    ) -> LogPage:
+    def read_log(self, job_id: JobId, *, after: int | None = None,
+                 limit: int = LOG_PAGE_SIZE) -> api.LogPage:
         """One page of the training log: ``data`` holds ``{"n", "at", "text"}`` lines.
 
         ``after`` is the ``n`` of the last line seen (a line's ``n`` is its place
         in the job's sequence, shared with events). A job that has not started
         training has an empty log.
         """
-        return cast(LogPage, self._request(
-            "GET", f"/v1/fine_tuning/jobs/{job_id}/log", params=base.page(limit, after)
-        ))
+        return self._driver.run(self._calls.read_log(job_id, after, limit))
 
-    def iter_log(self, job_id: JobId) -> Iterator[TrainingLogLine]:
+    def iter_log(self, job_id: JobId) -> Iterator[api.TrainingLogLine]:
         """Every line of the training log so far, oldest first."""
-        return base.paginate(
-            lambda after: self.read_log(job_id, after=after),
-            lambda item: int(item["n"]))
+        return self._driver.drive(self._calls.iter_log(job_id))
 
     def watch(self, job_id: JobId, *, last_event_id: Seq | None = None) -> Iterator[StreamItem]:
         """Follow a job live, reconnecting by itself: every change of the job, event and log line.
@@ -297,7 +235,7 @@ class Client:
         already (a resume after its last item), the job object is yielded once
         more and the stream ends. Between attempts it waits 0.5 s (or the
         server's ``retry:``), doubling up to 5 s, and gives up after 10
-        failures in a row (``alallo.client._base._Follow`` has the rules).
+        failures in a row (``alallo.client._stream.Follow`` has the rules).
 
         Args:
             job_id: The job to follow.
@@ -309,38 +247,11 @@ class Client:
             ``event`` and ``log`` pass through unchanged.
 
         Raises:
-            ApiError: The server refused the stream (404 for an unknown job).
+            ApiError: The server refused the stream (:class:`~alallo.NotFound` for an
+                unknown job).
             ClientError: The server stayed unreachable through every attempt.
         """
-        follow = base._Follow(self.base_url, job_id, last_event_id)
-        while True:
-            cause: Exception | None = None
-            try:
-                for sse in self._open_stream(job_id, follow.last):
-                    item = follow.take(sse)
-                    if follow.ended:
-                        break
-                    if item is not None:
-                        yield item
-            except httpx.TransportError as exc:
-                cause = follow.lost(exc)
-            if follow.final:  # the final job object is the last item the server sends
-                return
-            if cause is None:
-                # A clean end before the final job object: when resuming past
-                # it, the server has nothing left to send; look instead.
-                job = self._final_job_or_none(job_id)
-                if job is not None:
-                    yield follow.closing_item(job)
-                    return
-            time.sleep(follow.wait_s(cause))
-
-    def _final_job_or_none(self, job_id: JobId) -> FineTuningJob | None:
-        try:
-            job = self.get_job(job_id)
-        except ClientError:
-            return None
-        return job if base.is_final(job) else None
+        return self._driver.drive(self._calls.watch(job_id, last_event_id))
 
     # -- operations --------------------------------------------------------------
 
@@ -349,45 +260,8 @@ class Client:
 
         It works once, within 10 minutes; the browser then keeps a session cookie.
         """
-        return self.base_url + str(self._request("POST", "/v1/dashboard/links")["path"])
+        return self._driver.run(self._calls.dashboard_link())
 
-    def healthz(self) -> Health:
+    def healthz(self) -> api.Health:
         """The server's health answer; needs no API key."""
-        return cast(Health, self._request("GET", "/healthz", auth=False))
-
-    # -- plumbing ----------------------------------------------------------------
-
-    def _headers(self, auth: bool) -> dict[str, str]:
-        if not auth:
-            return {}
-        if self._api_key is None:
-            self._api_key = base.find_api_key(self._data_dir)
-        if self._api_key is None:
-            raise base.missing_key(self._data_dir)
-        return {"Authorization": f"Bearer {self._api_key}"}
-
-    def _request(self, method: str, path: str, *, auth: bool = True, **kwargs: Any) -> Any:
-        # The answer's JSON object (a dict); Any because each public method names its shape.
-        headers = self._headers(auth)
-        try:
-            response = self._http.request(method, path, headers=headers, **kwargs)
-        except httpx.TransportError as exc:
-            raise base.transport_error(self.base_url, exc) from exc
-        return base.json_body(response, method, path)
-
-    def _open_stream(self, job_id: JobId, last: Seq | None) -> Iterator[ServerSentEvent]:
-        headers = self._headers(True)
-        if last is not None:
-            headers["Last-Event-ID"] = str(last)
-        path = f"/v1/fine_tuning/jobs/{job_id}/stream"
-        with connect_sse(self._http, "GET", path, headers=headers,
-                         timeout=base.stream_timeout(self._timeout)) as source:
-            if source.response.is_error:
-                source.response.read()
-                base.raise_for_status(source.response)
-            if source.response.status_code == 204:  # resumed past the end of a finished job
-                return
-            try:
-                yield from source.iter_sse()
-            except SSEError as exc:
-                raise ClientError(f"{path} did not answer an event stream: {exc}") from exc
+        return self._driver.run(self._calls.healthz())

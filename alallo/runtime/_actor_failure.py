@@ -59,5 +59,6 @@ async def fail_job(context: JobContext, job_id: str, reason: str) -> None:
     except LeaseLost:
         log.warning("job.actor_failed", job_id=job_id, reason=reason, lease="lost")
     except StoreUnavailable as exc:
-        log.error("job.actor_failed", job_id=job_id, reason=reason, store=str(exc))
-        context.notify_operator(job_id, f"{reason}; the failure could not be stored: {exc}")
+        log.error("job.actor_failed", job_id=job_id, reason=reason, store=exc.message)
+        context.notify_operator(job_id, f"{reason}; the failure could not be stored: "
+                                f"{exc.message}")

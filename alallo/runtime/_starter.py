@@ -30,6 +30,7 @@ import trio
 
 from actors import ActorStopped, Backoff, RestartIntensity
 
+from .._errors import AlalloError
 from ..jobs import Job
 
 __all__ = ["JOB_ACTOR_BACKOFF", "JOB_ACTOR_INTENSITY", "JOB_RESTART_INTENSITY", "Starter"]
@@ -194,4 +195,5 @@ class Starter:
 def _describe(crash: BaseException | None) -> str:
     if crash is None:
         return "it stopped"
-    return f"{type(crash).__name__}: {crash}"
+    text = crash.message if isinstance(crash, AlalloError) else str(crash)  # no HTTP status
+    return f"{type(crash).__name__}: {text}"

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from support import EXAMPLES, FINAL, LiveServer
 
-import alallo.client._base
+import alallo.client._stream
 from alallo import AsyncClient
 from alallo.client import ApiError, ClientError, StreamItem
-from support import EXAMPLES, FINAL, LiveServer
 
 Handler = Callable[[httpx.Request], httpx.Response]
 JobFactory = Callable[..., dict[str, Any]]
@@ -230,7 +230,7 @@ class _CutFirstStream(httpx.AsyncBaseTransport):
 
 async def test_a_job_end_to_end_under_trio_with_a_cut_stream(
         live_server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(alallo.client._base, "STREAM_RECONNECT_MAX_DELAY_S", 0.05)
+    monkeypatch.setattr(alallo.client._stream, "STREAM_RECONNECT_MAX_DELAY_S", 0.05)
     cutter = _CutFirstStream(cut_after=3000)
     async with AsyncClient(live_server.url, api_key=live_server.api_key,
                            transport=cutter) as client:

@@ -1,4 +1,5 @@
-"""``alallo`` starts fast: client commands import no server code, and help reads plainly."""
+"""``alallo`` starts fast: client commands and the clients import no server code, and help
+reads plainly."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from alallo.cli import app
@@ -39,6 +41,26 @@ def test_help_and_client_commands_import_no_server_code() -> None:
     assert _imported_by("--help") == []
     # Refused at once (no API key), after the command and the client are loaded.
     assert _imported_by("jobs", "list") == []
+
+
+CLIENT_NEVER = ("starlette", "sqlalchemy", "hypercorn", "torch", "transformers", "pydantic",
+                "actors", "gateway", "alallo.runtime", "alallo.store", "alallo.jobs")
+"""What the clients stand apart from: the server, its store and web stack, training, the
+runtime's actors; pydantic too (the answers' types are plain TypedDicts)."""
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("statement", [
+    "import alallo.client",
+    "from alallo import Client, AsyncClient, ApiError, NotFound, Unavailable, FineTuningJob",
+    "from alallo.client import Client, AsyncClient, ApiError, ClientError, AlalloClientError",
+])
+def test_the_clients_import_no_server_code(statement: str) -> None:
+    code = f"import sys; {statement}; print(sorted(m for m in {CLIENT_NEVER} if m in sys.modules))"
+    env = {"PATH": "", "PYTHONPATH": ":".join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True, env=env)
+    assert done.stdout.strip() == "[]"
 
 
 def test_help_shows_defaults_and_flags_plainly() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+import alallo
 from alallo.client import ApiError, Client, ClientError, StreamItem
 
 pytestmark = pytest.mark.unit
@@ -76,6 +77,25 @@ def test_error_without_param_and_without_json_body() -> None:
         "http_502",
         "Bad Gateway from proxy (GET /v1/fine_tuning/jobs)",
     )
+
+
+def test_an_error_answer_raises_the_class_it_names_as_the_runtime_does() -> None:
+    client = client_for(lambda request: error(404, "not_found", "no job 'ft-9'", "job_id"))
+    with pytest.raises(alallo.NotFound) as caught:
+        client.get_job("ft-9")
+    assert isinstance(caught.value, ApiError) and isinstance(caught.value, alallo.AlalloError)
+    assert str(caught.value) == "404 not_found: no job 'ft-9' (param: job_id)"
+    client = client_for(lambda request: error(409, "invalid_transition", "it is succeeded"))
+    with pytest.raises(alallo.InvalidTransition):
+        client.cancel_job("ft-1")
+    down = error(503, "store_unavailable", "the store failed: connection lost")
+    with pytest.raises(alallo.Unavailable) as outage:
+        client_for(lambda request: down).list_jobs()
+    assert (outage.value.status_code, outage.value.code) == (503, "store_unavailable")
+    client = client_for(lambda request: error(402, "insufficient_balance", "top up"))
+    with pytest.raises(ApiError) as unnamed:  # a status no class names: ApiError itself
+        client.create_job(model="m", training_file="file-1")
+    assert type(unnamed.value) is ApiError
 
 
 def test_connection_refused_says_to_start_the_server() -> None:
@@ -386,4 +406,7 @@ def test_stream_of_an_unknown_job_or_an_absent_server_fails_at_once(sleeps: list
 
     with pytest.raises(ClientError, match="cannot reach alallo"):
         next(client_for(refuse).watch("ft-1"))
+    html = client_for(lambda request: httpx.Response(200, text="<html>"))
+    with pytest.raises(ClientError, match="did not answer an event stream"):
+        next(html.watch("ft-1"))
     assert sleeps == []

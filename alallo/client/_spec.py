@@ -1,0 +1,71 @@
+"""The job spec a client sends to ``create_job`` and ``estimate`` (API.md, Jobs)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Required, TypedDict
+
+from alallo._types import FileId
+
+__all__ = ["HyperparameterFields", "JobSpecFields", "clean_spec"]
+
+JsonObject = dict[str, Any]
+
+
+class HyperparameterFields(TypedDict, total=False):
+    """Training settings of a job spec; the server fills in what is left out (or None)."""
+
+    n_epochs: int | None
+    """Passes over the training file (when ``max_steps`` is not given)."""
+    max_steps: int | None
+    """Optimizer steps to train; wins over ``n_epochs``."""
+    batch_size: int | None
+    """Examples per step."""
+    learning_rate: float | None
+    """The optimizer's learning rate."""
+    learning_rate_multiplier: float | Literal["auto"] | None
+    """OpenAI's way: the default learning rate times this (``"auto"``: 1)."""
+    lora_rank: int | None
+    """Rank of the LoRA matrices (``adapter="lora"`` only)."""
+
+
+class JobSpecFields(TypedDict, total=False):
+    """What ``create_job`` and ``estimate`` accept (API.md, Jobs).
+
+    Only the keys given are sent: a key given as None is left out, so callers
+    such as the command line can pass every option they have.
+    """
+
+    model: Required[str]
+    """A catalogue id from ``list_models``, e.g. ``alallo/tiny-gpt2``."""
+    training_file: FileId | None
+    """An uploaded file's id (``file-…``); required to create a job."""
+    validation_file: FileId | None
+    """An uploaded file to evaluate on."""
+    name: str | None
+    """A name to show in the Jobs tab."""
+    suffix: str | None
+    """Added to the fine-tuned model's name."""
+    adapter: Literal["lora", "full"] | None
+    """Train a LoRA adapter or all weights."""
+    precision: Literal["16-bit", "4-bit"] | None
+    """Weights' precision while training."""
+    goal: Literal["lowest_cost", "fastest_finish"] | None
+    """Which plan the scheduler picks."""
+    hyperparameters: HyperparameterFields | None
+    """Training settings; see :class:`HyperparameterFields`."""
+    integrations: list[JsonObject] | None
+    """E.g. ``[{"type": "wandb", "wandb": {"project": ..., "api_key": ...}}]``."""
+    seed: int | None
+    """Random seed of the training run."""
+    trainer: str | JsonObject | None
+    """``"trl"``, ``"simulated"`` or ``{"command": [...]}``."""
+
+
+def clean_spec(spec: JobSpecFields) -> JsonObject:
+    """The request body of a spec: the keys given, less those given as None (nested too)."""
+    body: JsonObject = {key: value for key, value in spec.items() if value is not None}
+    if "hyperparameters" in body:
+        given = {k: v for k, v in body.pop("hyperparameters").items() if v is not None}
+        if given:
+            body["hyperparameters"] = given
+    return body
