@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..jobs import DEVICE_TYPES, DeviceType
 
@@ -33,6 +33,23 @@ class NodeSpec(BaseModel):
     count: int = Field(default=1, ge=1, le=1024)
     simulated: bool = False
     """Jobs placed here run the simulated trainer (fleet-scale tests on one machine)."""
+    indices: list[int] | None = None
+    """Which of this machine's GPUs the node's devices are (``nvidia-smi``'s indices),
+    one per device; None: 0 to ``count - 1``. Two nodes declared on one machine name
+    different ones."""
+
+    @model_validator(mode="after")
+    def _one_index_per_device(self) -> NodeSpec:
+        if self.indices is not None and (len(self.indices) != self.count
+                                         or len(set(self.indices)) != self.count):
+            raise ValueError(f"node {self.name!r}: indices {self.indices} must name "
+                             f"{self.count} different devices, one per device")
+        return self
+
+    @property
+    def device_ids(self) -> list[int]:
+        """The node's devices, by their indices on the machine."""
+        return self.indices if self.indices is not None else list(range(self.count))
 
 
 @dataclass(frozen=True)
@@ -68,9 +85,9 @@ class Node:
         return 0 if self.draining else self.spec.count - sum(self.busy.values())
 
     def free_indices(self) -> list[int]:
-        """The indices of the devices no job holds, lowest first (draining or not)."""
+        """The indices of the devices no job holds, in the node's order (draining or not)."""
         taken = {i for indices in self.held.values() for i in indices}
-        return [i for i in range(self.spec.count) if i not in taken]
+        return [i for i in self.spec.device_ids if i not in taken]
 
 
 class Pool:
