@@ -23,7 +23,7 @@ class FakeNVMLError(Exception):
     pass
 
 
-def fake_nvml(*gpus: tuple[str, int], driver: bool = True) -> ModuleType:
+def fake_nvml(*gpus: tuple[str | bytes, int], driver: bool = True) -> ModuleType:
     """A ``pynvml`` that reports ``gpus`` (name, memory in bytes), or has no driver."""
     nvml = ModuleType("pynvml")
     calls: list[str] = []
