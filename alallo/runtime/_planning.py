@@ -142,7 +142,8 @@ class Planning:
         options = plan_options(
             model, spec, self._pool, max_steps=max_steps,
             tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
-            cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor)
+            cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor,
+            cpu_ranks=self._settings.cpu_devices or 1)
         if not model.weights_here:
             # Without weights, only simulated nodes can run the model.
             simulated = {n.device.name for n in self._pool.nodes.values() if n.spec.simulated}
