@@ -25,6 +25,10 @@ and is not restarted. Anything else, alallo's own models included (a
 catalogue model that does not load is alallo's fault), and out of memory,
 ends with ``Error(kind="platform")`` and a traceback on stderr; both exit 1.
 
+Under ``torchrun`` (a plan of several devices, docs/clusters.md) every rank trains
+with DDP (``gloo`` on the CPU), the job's batch shared among them; rank 0 alone
+speaks the protocol (:mod:`alallo.trainers._ranks`).
+
 LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
 QLoRA through bitsandbytes and needs CUDA. On CUDA training runs in bf16 when
