@@ -80,6 +80,11 @@ class Settings(BaseSettings):
     server's environment: see ``docs/security.md``."""
     max_concurrent_jobs: int = Field(default=1, ge=1)
     """How many jobs the local CPU node trains at once; the rest wait in the queue."""
+    cpu_devices: int | None = Field(default=None, ge=1)
+    """How many devices the local CPU node offers, when set: a job may then run as up to
+    that many ranks (``torchrun``, the ``gloo`` backend), which goal ``fastest_finish``
+    takes when they are free (``docs/clusters.md``). None: ``max_concurrent_jobs``
+    devices, one per job. Ignored on a machine with GPUs."""
     warm_trainers: bool = True
     """Fork the built-in trainers from a warm process that has imported their libraries
     once (a TRL job's first step comes seconds sooner); false starts each one cold."""
@@ -94,7 +99,10 @@ class Settings(BaseSettings):
     default_billing_limit: float = Field(default=0.0, ge=0)
     """How far below zero (USD) a new account's balance may go."""
     cpu_price_per_hour: float = Field(default=0.10, ge=0)
-    """What an hour of the local CPU node costs (USD)."""
+    """What an hour of the local CPU node costs (USD), per device."""
+    gpu_price_per_hour: float = Field(default=2.0, ge=0)
+    """What an hour of a detected GPU the catalogue does not know costs (USD, per
+    device); the catalogue's GPUs cost their list price (``docs/clusters.md``)."""
     max_restarts: int = Field(default=3, ge=0)
     """Restarts from the latest checkpoint after platform errors, before a job fails."""
     budget_factor: float = Field(default=3.0, gt=0)
@@ -121,8 +129,10 @@ class Settings(BaseSettings):
     wandb_base_url: str | None = None
     """The W&B server, when not the public one."""
     nodes: list[NodeSpec] = Field(default_factory=list)
-    """The capacity pool; empty means one node, ``local``: this machine's CPU with
-    ``max_concurrent_jobs`` slots. Example (``alallo.toml``)::
+    """The capacity pool; empty means one node, ``local``: this machine's GPUs as NVML
+    finds them, or without a GPU its CPU with ``max_concurrent_jobs`` slots
+    (``cpu_devices`` when set). A node that is not simulated must have the GPUs it
+    declares, or the server refuses to start. Example (``alallo.toml``)::
 
         [[nodes]]
         name = "gpu-1"
@@ -172,9 +182,14 @@ class Settings(BaseSettings):
 
     @property
     def node_specs(self) -> list[NodeSpec]:
-        """The configured nodes, or the local CPU node."""
-        return self.nodes or [NodeSpec(name="local", device="cpu",
-                                       count=self.max_concurrent_jobs)]
+        """The configured nodes, or the local CPU node (the runtime puts the local GPUs in
+        its place when NVML finds some)."""
+        return self.nodes or [NodeSpec(name="local", device="cpu", count=self.local_cpu_devices)]
+
+    @property
+    def local_cpu_devices(self) -> int:
+        """Devices of the local CPU node: ``cpu_devices``, else ``max_concurrent_jobs``."""
+        return self.cpu_devices or self.max_concurrent_jobs
 
     @property
     def resolved_database_url(self) -> str:

@@ -158,6 +158,9 @@ class CapacityNode(TypedDict):
     """Devices not held by a job."""
     busy: dict[str, int]
     """Devices held, by job id of the account; other accounts' jobs together as ``others``."""
+    device_indices: dict[str, list[int]]
+    """Which devices each job holds, keyed as ``busy``: their indices on the node, 0-based
+    (on a GPU node the trainer's ``CUDA_VISIBLE_DEVICES``). No two jobs hold the same one."""
     simulated: bool
     draining: bool
     memory_gb: float

@@ -4,6 +4,7 @@ that owns the queue and grants placements.
 
 - :mod:`~alallo.capacity._pool`: :class:`NodeSpec`, :class:`Pool`, placements.
 - :mod:`~alallo.capacity._catalogue`: the models a job may name.
+- :mod:`~alallo.capacity._hardware`: this machine's GPUs (NVML) and the local node.
 - :mod:`~alallo.capacity._plans`: :func:`plan_options` and why a job cannot run.
 - :mod:`~alallo.capacity._scheduler`: the :class:`Scheduler` actor and its messages.
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from ._catalogue import TINY_GPT2 as TINY_GPT2
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
+    from ._hardware import Gpu as Gpu
+    from ._hardware import declared_problem as declared_problem
+    from ._hardware import detect_gpus as detect_gpus
+    from ._hardware import local_node as local_node
     from ._plans import PlanOptions as PlanOptions
     from ._plans import plan_options as plan_options
     from ._plans import tokens_per_example as tokens_per_example
@@ -42,6 +47,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Catalogue": ("._catalogue", "Catalogue"),
     "CatalogueModel": ("._catalogue", "CatalogueModel"),
     "Drain": ("._scheduler", "Drain"),
+    "Gpu": ("._hardware", "Gpu"),
     "Grant": ("._scheduler", "Grant"),
     "Node": ("._pool", "Node"),
     "NodeSpec": ("._pool", "NodeSpec"),
@@ -54,14 +60,18 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "SchedulerMessage": ("._scheduler", "SchedulerMessage"),
     "TINY_GPT2": ("._catalogue", 'TINY_GPT2'),
     "WaitEstimate": ("._scheduler", "WaitEstimate"),
+    "declared_problem": ("._hardware", "declared_problem"),
+    "detect_gpus": ("._hardware", "detect_gpus"),
+    "local_node": ("._hardware", "local_node"),
     "plan_options": ("._plans", "plan_options"),
     "tokens_per_example": ("._plans", "tokens_per_example"),
 }
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["TINY_GPT2", "Acquire", "Catalogue", "CatalogueModel", "Drain", "Grant", "Node",
-           "NodeSpec", "Placement", "PlanOptions", "Pool", "QueueSnapshot", "Release",
-           "Scheduler", "SchedulerMessage", "WaitEstimate", "plan_options", "tokens_per_example"]
+__all__ = ["TINY_GPT2", "Acquire", "Catalogue", "CatalogueModel", "Drain", "Gpu", "Grant",
+           "Node", "NodeSpec", "Placement", "PlanOptions", "Pool", "QueueSnapshot", "Release",
+           "Scheduler", "SchedulerMessage", "WaitEstimate", "declared_problem", "detect_gpus",
+           "local_node", "plan_options", "tokens_per_example"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -86,15 +86,25 @@ class PlanOptions:
 
 def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps: int,
                  tokens_per_example: float, cpu_price_per_hour: float | None = None,
-                 memory_factor: float = 1.0) -> PlanOptions:
+                 memory_factor: float = 1.0, cpu_ranks: int = 1) -> PlanOptions:
     """The plans for a job on each device type of the pool that could hold it.
 
     ``memory_factor`` scales the memory model: a run that measured more
-    memory than planned is re-planned with measured / planned.
+    memory than planned is re-planned with measured / planned. With ``cpu_ranks`` > 1
+    (``Settings.cpu_devices``) a job that fits the CPU also has a data-parallel plan on
+    that many CPU devices (torchrun, gloo: each rank holds the whole model and a share of
+    every batch), quicker and dearer: goal ``fastest_finish`` takes it when it is free.
     """
     options = tuple(p for d in pool.device_types()
                     if (p := _plan_on(d, model, spec, pool, max_steps, tokens_per_example,
                                       cpu_price_per_hour, memory_factor)) is not None)
+    ranks = min(cpu_ranks, pool.largest("cpu"))
+    if ranks > 1 and not isinstance(spec.trainer, SimulatedTrainer) and any(
+            p.device_type == "cpu" for p in options):
+        cpu = next(d for d in pool.device_types() if d.name == "cpu")
+        wide = _plan_on(cpu, model, spec, pool, max_steps, tokens_per_example,
+                        cpu_price_per_hour, memory_factor, ranks=ranks)
+        options = (*options, *([wide] if wide is not None else []))
     if options:
         return PlanOptions(options, "ok")
     detail = why_not(model, spec, pool, memory_factor)
@@ -139,7 +149,8 @@ def why_not(model: CatalogueModel, spec: JobSpec, pool: Pool,
 
 def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Pool,
              max_steps: int, tokens_per_example: float,
-             cpu_price_per_hour: float | None, memory_factor: float = 1.0) -> Plan | None:
+             cpu_price_per_hour: float | None, memory_factor: float = 1.0,
+             ranks: int = 1) -> Plan | None:
     cpu = device.name == "cpu"
     if cpu and spec.precision == "4-bit":
         return None  # QLoRA needs CUDA kernels (bitsandbytes)
@@ -151,6 +162,8 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
         devices *= 2
         if devices > most or cpu:
             return None
+    if cpu:
+        devices = ranks  # data parallel: every rank holds the whole model
     batch = spec.hyperparameters.batch_size or 4
     tokens = batch * min(tokens_per_example, model.context_length)
     flops = (6 if spec.adapter == "full" else 4) * model.parameters * tokens
@@ -169,7 +182,7 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     return Plan(
         device_type=device.name, devices=devices,
         memory_gb=round(memory_factor * memory_gb(model.parameters, spec.adapter,
-                                                  spec.precision, devices=devices,
+                                                  spec.precision, devices=1 if cpu else devices,
                                                   gpu=not cpu), 2),
         price_per_hour=price_per_hour, step_time_s=step_s, startup_s=startup_s,
         max_steps=max_steps,

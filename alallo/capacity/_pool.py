@@ -13,9 +13,10 @@ sources and how they turn into time and price.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..jobs import DEVICE_TYPES, DeviceType
 
@@ -32,16 +33,38 @@ class NodeSpec(BaseModel):
     count: int = Field(default=1, ge=1, le=1024)
     simulated: bool = False
     """Jobs placed here run the simulated trainer (fleet-scale tests on one machine)."""
+    indices: list[int] | None = None
+    """Which of this machine's GPUs the node's devices are (``nvidia-smi``'s indices),
+    one per device; None: 0 to ``count - 1``. Two nodes declared on one machine name
+    different ones."""
+
+    @model_validator(mode="after")
+    def _one_index_per_device(self) -> NodeSpec:
+        if self.indices is not None and (len(self.indices) != self.count
+                                         or len(set(self.indices)) != self.count):
+            raise ValueError(f"node {self.name!r}: indices {self.indices} must name "
+                             f"{self.count} different devices, one per device")
+        return self
+
+    @property
+    def device_ids(self) -> list[int]:
+        """The node's devices, by their indices on the machine."""
+        return self.indices if self.indices is not None else list(range(self.count))
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a job runs: some devices of one node."""
+    """Where a job runs: some devices of one node.
+
+    ``device_indices`` are which of the node's devices the job holds (0-based, as
+    ``CUDA_VISIBLE_DEVICES`` numbers a machine's GPUs): two jobs never hold the same one.
+    """
 
     node: str
     device_type: str
     devices: int
     simulated: bool
+    device_indices: tuple[int, ...] = ()
 
 
 @dataclass
@@ -51,12 +74,20 @@ class Node:
     spec: NodeSpec
     device: DeviceType
     busy: dict[str, int] = field(default_factory=dict)
+    """How many devices each job holds, by job id."""
+    held: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Which devices each job holds (their indices on the node), by job id."""
     draining: bool = False
 
     @property
     def free(self) -> int:
         """Devices not taken (0 while draining)."""
         return 0 if self.draining else self.spec.count - sum(self.busy.values())
+
+    def free_indices(self) -> list[int]:
+        """The indices of the devices no job holds, in the node's order (draining or not)."""
+        taken = {i for indices in self.held.values() for i in indices}
+        return [i for i in self.spec.device_ids if i not in taken]
 
 
 class Pool:
@@ -66,15 +97,23 @@ class Pool:
         ValueError: a node names an unknown device type, or two nodes share a name.
     """
 
-    def __init__(self, specs: list[NodeSpec]) -> None:
+    def __init__(self, specs: list[NodeSpec],
+                 device_types: Mapping[str, DeviceType] | None = None) -> None:
+        """Args:
+            specs: the nodes.
+            device_types: the device types the nodes may name, by name; the catalogue's
+                (:data:`~alallo.jobs.DEVICE_TYPES`) if None. The runtime adds what it
+                detected (a GPU the catalogue does not know) and the CPU at its price.
+        """
+        types = DEVICE_TYPES if device_types is None else device_types
         self.nodes: dict[str, Node] = {}
         for spec in specs:
-            if spec.device not in DEVICE_TYPES:
-                known = ", ".join(DEVICE_TYPES)
+            if spec.device not in types:
+                known = ", ".join(types)
                 raise ValueError(f"node {spec.name!r}: unknown device {spec.device!r} ({known})")
             if spec.name in self.nodes:
                 raise ValueError(f"two nodes are named {spec.name!r}")
-            self.nodes[spec.name] = Node(spec, DEVICE_TYPES[spec.device])
+            self.nodes[spec.name] = Node(spec, types[spec.device])
 
     def largest(self, device_type: str) -> int:
         """The most devices of a type one node has (jobs do not span nodes)."""
@@ -92,13 +131,22 @@ class Pool:
         return min(fits, key=lambda n: n.free, default=None)
 
     def take(self, node: Node, job_id: str, devices: int) -> Placement:
-        """Give ``devices`` of ``node`` to a job."""
+        """Give ``devices`` of ``node`` to a job: the lowest indices no job holds.
+
+        Raises:
+            ValueError: the node has fewer free devices.
+        """
         if node.free < devices:
             raise ValueError(f"node {node.spec.name} has {node.free} free devices, not {devices}")
+        node.held.pop(job_id, None)
+        indices = tuple(node.free_indices()[:devices])
         node.busy[job_id] = devices
-        return Placement(node.spec.name, node.device.name, devices, node.spec.simulated)
+        node.held[job_id] = indices
+        return Placement(node.spec.name, node.device.name, devices, node.spec.simulated,
+                         indices)
 
     def release(self, job_id: str) -> None:
         """Give back whatever the job holds (nothing if it holds nothing)."""
         for node in self.nodes.values():
             node.busy.pop(job_id, None)
+            node.held.pop(job_id, None)

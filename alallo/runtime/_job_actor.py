@@ -355,7 +355,8 @@ class JobActor(Actor[JobMessage]):
         process = TrainerProcess(
             command, cwd=attempt_dir, output_log=attempt_dir / "trainer-output.log",
             grace_s=rt.settings.cancel_grace_s, warm=rt.settings.warm_trainers,
-            env=trainer_env(attempt_dir, rt.trainer_user), shared_env=rt.settings.trainer_env,
+            env=trainer_env(attempt_dir, rt.trainer_user, grant.placement),
+            shared_env=rt.settings.trainer_env,
             user=rt.trainer_user,
         )
         async with trio.open_nursery() as run:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._trainer_registry import TrainerRegistry
-from ..capacity import Catalogue, Grant
+from ..capacity import Catalogue, Grant, Placement
 from ..executors import TrainerUser
 from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
@@ -117,7 +117,10 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
 
 def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
                     registry: TrainerRegistry) -> list[str]:
-    """The argv of the job's trainer: ``<command> <config.json>``.
+    """The argv of the job's trainer: ``<command> <config.json>``; the built-in trainer
+    under ``torchrun`` (``python -m torch.distributed.run --nproc-per-node D --standalone``)
+    when the placement has D > 1 devices. A registered trainer gets every device of its
+    placement in ``CUDA_VISIBLE_DEVICES`` and starts its own ranks.
 
     Raises:
         InvalidRequest: the job names a trainer that is no longer registered.
@@ -130,10 +133,29 @@ def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
             return [*registry.command(trainer.name), str(config_path)]
     simulated = isinstance(trainer, SimulatedTrainer) or grant.placement.simulated
     module = "simulated" if simulated else "trl"
+    if not simulated and grant.placement.devices > 1:
+        # One rank per device; rank 0 speaks the protocol, a rank's crash ends them all.
+        return [python, "-m", "torch.distributed.run", "--nproc-per-node",
+                str(grant.placement.devices), "--standalone", "-m", f"alallo.trainers.{module}",
+                str(config_path)]
     return [python, "-m", f"alallo.trainers.{module}", str(config_path)]
 
 
-def trainer_env(run_dir: Path, user: TrainerUser | None) -> dict[str, str]:
-    """The job's own variables on top of the scrubbed environment: a trainer running
-    as another user gets its run's directory as ``HOME`` (the server's is not its)."""
-    return {"HOME": str(run_dir)} if user is not None else {}
+def trainer_env(run_dir: Path, user: TrainerUser | None,
+                placement: Placement | None = None) -> dict[str, str]:
+    """The job's own variables on top of the scrubbed environment.
+
+    A trainer running as another user gets its run's directory as ``HOME`` (the
+    server's is not its). On a GPU node, ``CUDA_VISIBLE_DEVICES`` names the GPUs the
+    scheduler gave the job (NVML's numbering: ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), so two
+    jobs never share one; on the CPU node it is empty: a CPU job uses no GPU, and is
+    billed as the CPU it ran on. A simulated node's trainer gets neither.
+    """
+    env = {"HOME": str(run_dir)} if user is not None else {}
+    if placement is not None and not placement.simulated:
+        gpu = placement.device_type != "cpu"
+        env["CUDA_VISIBLE_DEVICES"] = (",".join(map(str, placement.device_indices))
+                                       if gpu else "")
+        if gpu:
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env

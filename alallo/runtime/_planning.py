@@ -142,7 +142,8 @@ class Planning:
         options = plan_options(
             model, spec, self._pool, max_steps=max_steps,
             tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
-            cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor)
+            cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor,
+            cpu_ranks=self._settings.cpu_devices or 1)
         if not model.weights_here:
             # Without weights, only simulated nodes can run the model.
             simulated = {n.device.name for n in self._pool.nodes.values() if n.spec.simulated}
@@ -165,8 +166,9 @@ class Planning:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``).
 
         With ``account_id``, as that account sees it: other accounts' job ids are not
-        shown; their devices count under ``busy["others"]`` (:data:`OTHERS`) and their
-        place in line only in ``queue_length``.
+        shown; their devices count under ``busy["others"]`` (:data:`OTHERS`), their device
+        indices under ``device_indices["others"]``, and their place in line only in
+        ``queue_length``.
         """
         queue: list[str] = []
         scheduler = self._scheduler()
@@ -180,6 +182,11 @@ class Planning:
                 busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
                 others = sum(n for job_id, n in node["busy"].items() if job_id not in own)
                 node["busy"] = busy | ({OTHERS: others} if others else {})
+                held = node["device_indices"]
+                theirs = sorted(i for job_id, ix in held.items() if job_id not in own for i in ix)
+                node["device_indices"] = ({job_id: ix for job_id, ix in held.items()
+                                           if job_id in own}
+                                          | ({OTHERS: theirs} if theirs else {}))
             return {"nodes": nodes, "queue_length": len(queue),
                     "queue": [job_id for job_id in queue if job_id in own]}
         return {"nodes": nodes, "queue_length": len(queue), "queue": queue}

@@ -34,12 +34,7 @@ from actors import (
 from .. import api
 from .._errors import SettingError
 from .._trainer_registry import TrainerInfo, TrainerRegistry
-from ..capacity import (
-    Catalogue,
-    CatalogueModel,
-    Pool,
-    SchedulerMessage,
-)
+from ..capacity import Catalogue, CatalogueModel, SchedulerMessage
 from ..cluster import CheckpointStorage, Cluster, FileStorage, check_writable
 from ..executors import trainer_user
 from ..jobs import (
@@ -53,6 +48,7 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
+from ._devices import open_pool
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -80,7 +76,8 @@ class Runtime:
 
     Raises:
         SettingError: a setting that cannot work here: the trainer user does not
-            exist (at construction); the storage URL cannot be written (on entering).
+            exist, a node declares GPUs NVML does not find (at construction); the
+            storage URL cannot be written (on entering).
 
     Use as ``async with Runtime(settings) as rt``; leaving the block stops
     every job actor and its trainer (jobs that were running continue from
@@ -100,7 +97,7 @@ class Runtime:
         # The remembered jobs are valid only while the bus reports their changes.
         self.bus.watch(self.live_jobs.forget)
         self.catalogue = Catalogue()
-        self.pool = Pool(self.settings.node_specs)
+        self.pool = open_pool(self.settings)  # this machine's GPUs, found by NVML
         self.trainers = TrainerRegistry(self.settings.trainers)
         """The trainers a job may name (:mod:`alallo._trainer_registry`)."""
         try:

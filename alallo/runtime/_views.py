@@ -61,9 +61,9 @@ def plan_view(plan: Plan) -> api.EstimatePlan:
 
 
 def placement_view(placement: Placement) -> dict[str, Any]:
-    """Where a job runs now: ``{"node", "device_type", "devices"}``."""
+    """Where a job runs now: ``{"node", "device_type", "devices", "device_indices"}``."""
     return {"node": placement.node, "device_type": placement.device_type,
-            "devices": placement.devices}
+            "devices": placement.devices, "device_indices": list(placement.device_indices)}
 
 
 def job_view(job: Job, *, now: float) -> api.FineTuningJob:
@@ -187,10 +187,13 @@ def trainer_view(trainer: TrainerInfo) -> api.Trainer:
 
 
 def nodes_view(pool: Pool) -> list[api.CapacityNode]:
-    """Every node of the pool: devices, free and busy (by job id), price and memory."""
+    """Every node of the pool: devices, free and busy (how many and which, by job id), price
+    and memory."""
     return [{
         "name": n.spec.name, "device_type": n.device.name, "devices": n.spec.count,
-        "free": n.free, "busy": dict(n.busy), "simulated": n.spec.simulated,
+        "free": n.free, "busy": dict(n.busy),
+        "device_indices": {job_id: list(held) for job_id, held in n.held.items()},
+        "simulated": n.spec.simulated,
         "draining": n.draining, "memory_gb": n.device.memory_gb,
         "price_per_hour": n.device.price_per_hour,
     } for n in pool.nodes.values()]

@@ -29,11 +29,13 @@ class ProtocolOut:
 
     Inside ``with ProtocolOut() as out:`` ``sys.stdout`` is stderr: libraries
     print to stdout now and then (``Trainer``'s log printer, stray warnings),
-    and this keeps stdout protocol lines only.
+    and this keeps stdout protocol lines only. A ``silent`` one writes nothing (the
+    ranks other than 0 of a torchrun).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, silent: bool = False) -> None:
         self._stream: TextIO = sys.stdout
+        self._silent = silent
 
     def __enter__(self) -> ProtocolOut:
         self._stream = sys.stdout
@@ -44,6 +46,8 @@ class ProtocolOut:
         sys.stdout = self._stream
 
     def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error | Integration) -> None:
+        if self._silent:  # a rank other than 0 of a torchrun: rank 0 speaks for all
+            return
         with contextlib.redirect_stdout(self._stream):
             emit(message)
 

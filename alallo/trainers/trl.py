@@ -25,6 +25,10 @@ and is not restarted. Anything else, alallo's own models included (a
 catalogue model that does not load is alallo's fault), and out of memory,
 ends with ``Error(kind="platform")`` and a traceback on stderr; both exit 1.
 
+Under ``torchrun`` (a plan of several devices, docs/clusters.md) every rank trains
+with DDP (``gloo`` on the CPU), the job's batch shared among them; rank 0 alone
+speaks the protocol (:mod:`alallo.trainers._ranks`).
+
 LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
 QLoRA through bitsandbytes and needs CUDA. On CUDA training runs in bf16 when
@@ -54,6 +58,7 @@ from pydantic import ValidationError
 from ._data import UserDataError, file_hash, read_rows
 from ._env import QUIET_ENV
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
+from ._ranks import die_with_launcher, rank, world_size
 from ._trl_model import (
     UserModelError,
     is_users_model,
@@ -96,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     # the user who reads the job's log.
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    with ProtocolOut() as out:
+    die_with_launcher()
+    with ProtocolOut(silent=rank() != 0) as out:
         try:
             config = TrainerConfig.model_validate_json(Path(args[0]).read_bytes())
             _train(config, out)
@@ -180,7 +186,10 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     if isinstance(model_max, int) and max_length > model_max:
         out(Log(text=f"max_seq_length {max_length} is over the model's limit, using {model_max}"))
         max_length = model_max
-    run = start_wandb(config.wandb, out) if config.wandb else None
+    run = start_wandb(config.wandb, out) if config.wandb and rank() == 0 else None
+    if world_size() > 1:
+        out(Log(text=f"Distributed training: world size {world_size()}, "
+                     f"backend {'nccl' if cuda else 'gloo'}"))
     trainer = _build_trainer(
         config, model, tokenizer, dataset, out, run,
         max_length=max_length, cuda=cuda, bf16=bf16,
@@ -192,7 +201,9 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     trainer.train(resume_from_checkpoint=config.resume_from)
     if run is not None:
         run.finish()
-    trainer.save_model(config.output_dir)
+    trainer.save_model(config.output_dir)  # by rank 0 only, under torchrun
+    if rank() != 0:
+        return  # rank 0 may still be writing the model: only it hashes and reports it
     out(Log(text="Training complete"))
     out(Done(model_path=config.output_dir, hash=model_hash(Path(config.output_dir))))
 
@@ -216,7 +227,9 @@ def _build_trainer(
     args = SFTConfig(
         output_dir=config.checkpoint_dir,
         max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
+        # Under torchrun the job's batch is shared by its ranks: the same steps, each
+        # rank a share of every batch (the plan's step time counts on it).
+        per_device_train_batch_size=max(1, config.batch_size // world_size()),
         gradient_accumulation_steps=1,
         learning_rate=config.learning_rate,
         logging_strategy="steps",
@@ -226,6 +239,8 @@ def _build_trainer(
         save_total_limit=_SAVE_TOTAL_LIMIT,
         seed=config.seed,
         use_cpu=not cuda,
+        ddp_backend=None if cuda or world_size() == 1 else "gloo",
+        ddp_find_unused_parameters=False if world_size() > 1 else None,
         bf16=bf16,
         fp16=False,
         # TRL turns it on by default; it saves GPU memory at ~20% speed, and

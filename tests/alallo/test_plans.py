@@ -82,3 +82,18 @@ def test_more_tokens_take_longer() -> None:
                                 fleet, max_steps=10, tokens_per_example=t).pick("lowest_cost")
                    for t in (128, 1024))
     assert long.step_time_s > 4 * short.step_time_s - 0.2
+
+
+def test_a_cpu_of_two_devices_offers_a_two_rank_plan_to_the_quickest() -> None:
+    tiny = CATALOGUE.resolve("alallo/tiny-gpt2")
+    two = pool(("cpu", 2))
+    alone = plan_options(tiny, spec("alallo/tiny-gpt2"), two, max_steps=100,
+                         tokens_per_example=40)
+    assert [p.devices for p in alone.options] == [1], "one rank unless cpu_devices says more"
+    options = plan_options(tiny, spec("alallo/tiny-gpt2"), two, max_steps=100,
+                           tokens_per_example=40, cpu_price_per_hour=0.1, cpu_ranks=4)
+    one, both = options.options
+    assert (one.devices, both.devices) == (1, 2)  # no more ranks than the node has devices
+    assert both.memory_gb == one.memory_gb, "each rank holds the whole model"
+    assert both.price_per_hour == 0.2 and both.step_time_s < one.step_time_s
+    assert options.pick("fastest_finish") == both and options.pick("lowest_cost") == one

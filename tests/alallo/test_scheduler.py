@@ -109,7 +109,7 @@ async def test_goals(scheduler: ActorRef[SchedulerMessage]) -> None:
 def test_no_device_is_ever_given_twice(ops: list[tuple[str, int, int]]) -> None:
     async def main() -> None:
         pool = Pool([NodeSpec(name="a", device="A100-80GB", count=2)])
-        held: dict[str, int] = {}
+        held: dict[str, tuple[int, ...]] = {}
         waiters: dict[str, Waiter] = {}
         async with open_supervisor(name="prop") as sup:
             ref = await sup.start_child(partial(Scheduler, pool, clock=trio.current_time))
@@ -125,10 +125,25 @@ def test_no_device_is_ever_given_twice(ops: list[tuple[str, int, int]]) -> None:
                 await ref.ask(QueueSnapshot())
                 for job_id, w in waiters.items():
                     if (grant := w.granted()) is not None:
-                        held[job_id] = grant.placement.devices
-                assert sum(held.values()) <= 2
+                        held[job_id] = grant.placement.device_indices
+                        assert len(grant.placement.device_indices) == grant.placement.devices
+                indices = [i for ix in held.values() for i in ix]
+                assert len(indices) == len(set(indices)) <= 2  # no device held twice
+                assert set(indices) <= {0, 1}
+                assert pool.nodes["a"].held == held
                 assert sum(pool.nodes["a"].busy.values()) <= 2
     trio.run(main)
+
+
+def test_the_pool_gives_each_job_its_own_devices() -> None:
+    pool = Pool([NodeSpec(name="a", device="A100-80GB", count=3)])
+    node = pool.nodes["a"]
+    first = pool.take(node, "j1", 2)
+    second = pool.take(node, "j2", 1)
+    assert (first.device_indices, second.device_indices) == ((0, 1), (2,))
+    pool.release("j1")
+    assert node.free_indices() == [0, 1] and node.held == {"j2": (2,)}
+    assert pool.take(node, "j3", 1).device_indices == (0,)
 
 
 def start_times(jobs: list[tuple[int, float]]) -> dict[str, float]:

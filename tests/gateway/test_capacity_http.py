@@ -64,6 +64,8 @@ async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factor
         assert third["queue_position"] == 1
         busy = (await c.get("/v1/capacity")).json()
         assert busy["queue"] == [jobs[2]["id"]] and busy["nodes"][0]["free"] == 0
+        held = busy["nodes"][0]["device_indices"]
+        assert held == {jobs[0]["id"]: [0], jobs[1]["id"]: [1]}  # each job its own GPU
         estimate = (await c.post("/v1/fine_tuning/estimates", json={
             "model": "meta-llama/Llama-3.1-8B", "training_file": file["id"]})).json()
         assert estimate["note"] == "No capacity is free right now; the job would wait in the queue."
@@ -71,8 +73,10 @@ async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factor
 
         finals = [(await read_stream(c, j["id"]))[-1][2] for j in jobs]
     assert [f["status"] for f in finals] == ["succeeded"] * 3
-    assert all(f["placement"] == {"node": "gpu-1", "device_type": "H100-80GB", "devices": 1}
-               for f in finals)
+    assert [f["placement"] for f in finals[:2]] == [
+        {"node": "gpu-1", "device_type": "H100-80GB", "devices": 1, "device_indices": [i]}
+        for i in (0, 1)]
+    assert finals[2]["placement"]["device_indices"] in ([0], [1])
     assert finals[2]["queue_position"] is None
 
 

@@ -2,7 +2,8 @@
 mid-job is said in the job's log and events.
 
 Real ``alallo serve`` processes: a storage URL that cannot be written, a trainer
-user that does not exist, or a registered trainer that takes a built-in name
+user that does not exist, a registered trainer that takes a built-in name, or
+a GPU node this machine does not have (NVML finds none here)
 make the server refuse to start (exit 1, one line naming the setting, no
 traceback) instead of answering 500 later. A shared storage location that
 starts failing while a job trains skips the checkpoints it refuses and says so.
@@ -40,7 +41,9 @@ def refused_start(data_dir: Path, **env: str) -> subprocess.CompletedProcess[str
     ({"ALALLO_TRAINERS": json.dumps([{"name": "trl", "command": ["/bin/true"]}])},
      "Error: ALALLO_TRAINERS (trainers.0.name): Value error, 'trl' is a built-in trainer's "
      "name; pick another"),
-], ids=["storage_url", "trainer_user", "trainers"])
+    ({"ALALLO_NODES": json.dumps([{"name": "gpu-1", "device": "H100-80GB"}])},
+     "Error: ALALLO_NODES: node 'gpu-1': declared 1 × H100-80GB, NVML finds none"),
+], ids=["storage_url", "trainer_user", "trainers", "nodes"])
 def test_a_setting_that_cannot_work_refuses_the_start_in_one_line(
         tmp_path: Path, env: dict[str, str], said: str) -> None:
     (tmp_path / "a-file").write_text("not a directory")

@@ -264,6 +264,8 @@ def test_capacity_hides_other_accounts_job_ids(tenants: Tenants) -> None:
     assert owner_view["queue_length"] == other_view["queue_length"]
     for mine, theirs in zip(owner_view["nodes"], other_view["nodes"], strict=True):
         assert sum(mine["busy"].values()) == sum(theirs["busy"].values())
+        assert sorted(i for ix in mine["device_indices"].values() for i in ix) == \
+            theirs["device_indices"].get("others", [])
 
 
 def test_dashboard_pages_carry_no_account_data(tenants: Tenants) -> None:

@@ -190,6 +190,7 @@ async def test_a_trainer_sees_no_server_secret_and_runs_in_its_jobs_directory(
         assert not any(value in line for line in log), f"{name}'s value reached the trainer"
     assert seen["SHARED_CACHE"] == "/srv/cache", "the operator's trainer_env is passed"
     assert seen["PATH"] == os.environ["PATH"], "tools are still found"
+    assert seen["CUDA_VISIBLE_DEVICES"] == "", "a job on the CPU node sees no GPU"
     cwd = next(line[len("cwd "):] for line in log if line.startswith("cwd "))
     assert Path(cwd) == (server.data_dir / "jobs" / job_id / "attempt-1").resolve()
 

@@ -1,0 +1,43 @@
+"""A run's command and environment from its grant: torchrun for several devices, and each
+job's own devices in ``CUDA_VISIBLE_DEVICES``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from alallo._trainer_registry import TrainerRegistry
+from alallo.capacity import Grant, Placement
+from alallo.jobs import Plan
+from alallo.runtime._launch import trainer_command, trainer_env
+
+pytestmark = pytest.mark.unit
+
+
+def grant(device: str, indices: tuple[int, ...], simulated: bool = False) -> Grant:
+    plan = Plan(device_type=device, devices=len(indices), memory_gb=1, price_per_hour=1,
+                step_time_s=1, startup_s=1)
+    return Grant(Placement("n", device, len(indices), simulated, indices), plan)
+
+
+def test_each_job_sees_only_its_own_gpus(tmp_path: Path) -> None:
+    assert trainer_env(tmp_path, None, grant("H100-80GB", (2, 3)).placement) == {
+        "CUDA_VISIBLE_DEVICES": "2,3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert trainer_env(tmp_path, None, grant("cpu", (0,)).placement) == {
+        "CUDA_VISIBLE_DEVICES": ""}, "a CPU job uses no GPU"
+    assert trainer_env(tmp_path, None, grant("H100-80GB", (0,), simulated=True).placement) == {}
+
+
+def test_several_devices_start_the_built_in_trainer_under_torchrun(tmp_path: Path) -> None:
+    from test_lifecycle import new_job
+
+    job = new_job()
+    config = tmp_path / "config.json"
+    registry = TrainerRegistry([])
+    assert trainer_command(job, grant("cpu", (0,)), config, python="py",
+                           registry=registry) == ["py", "-m", "alallo.trainers.trl", str(config)]
+    assert trainer_command(job, grant("cpu", (0, 1)), config, python="py",
+                           registry=registry) == [
+        "py", "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+        "-m", "alallo.trainers.trl", str(config)]
