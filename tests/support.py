@@ -162,7 +162,7 @@ def start_server(data_dir: Path, **env: str) -> LiveServer:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 break
         except httpx.TransportError:
-            time.sleep(0.1)
+            time.sleep(0.02)  # the poll interval: the sign the server is up is its answer
     else:
         process.kill()
         raise RuntimeError("the server did not start within 60 s")
