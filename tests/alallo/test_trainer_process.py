@@ -122,6 +122,7 @@ def main(argv):
         return 0
     if argv[0] == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Not a wait: a child of the trainer that runs until it is killed.
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         print(child.pid, flush=True)
     else:
