@@ -264,7 +264,7 @@ async def wait_until(condition: Callable[[], T | Awaitable[T]], *, timeout: floa
             if inspect.isawaitable(result):
                 result = await result
             if result:
-                return result  # type: ignore[return-value]
+                return result
             await trio.sleep(interval)  # the poll interval
     raise AssertionError(f"{what} did not hold within {timeout} s")
 
@@ -284,16 +284,17 @@ async def wait_exited(pids: Iterable[int], *, timeout: float) -> None:
     """Wait until every process of ``pids`` has exited (any process, not only a child of this
     one: its pidfd becomes readable when it ends). Returns after ``timeout`` seconds whatever
     is left: the caller checks (and says what it means)."""
-    with trio.move_on_after(timeout):
-        for pid in pids:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue  # gone already
-            try:
+    pidfds = []
+    try:
+        for pid in pids:  # all opened first: a pid reused meanwhile cannot slip in
+            with contextlib.suppress(ProcessLookupError):  # gone already
+                pidfds.append(os.pidfd_open(pid))
+        with trio.move_on_after(timeout):
+            for pidfd in pidfds:
                 await trio.lowlevel.wait_readable(pidfd)
-            finally:
-                os.close(pidfd)
+    finally:
+        for pidfd in pidfds:
+            os.close(pidfd)
 
 
 def statuses(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:

@@ -68,7 +68,9 @@ async def poll_job(client: httpx.AsyncClient, job_id: str, done: Any) -> dict[st
         job: dict[str, Any] = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
         return job if done(job) else None
 
-    return await wait_until(state, timeout=60, what=f"the awaited state of {job_id}")
+    job: dict[str, Any] = await wait_until(state, timeout=60,
+                                           what=f"the awaited state of {job_id}")
+    return job
 
 
 async def test_every_figure_is_there_before_any_job(client: httpx.AsyncClient) -> None:

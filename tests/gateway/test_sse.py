@@ -208,10 +208,6 @@ async def open_streams(client: httpx.AsyncClient, kind: str) -> float:
     return float(line.split()[-1])
 
 
-async def open_streams_at_most(client: httpx.AsyncClient, count: int) -> bool:
-    return await open_streams(client, "job") <= count
-
-
 async def test_a_stalled_client_is_dropped_and_shutdown_still_meets_its_deadline(
         tmp_path: Path) -> None:
     graceful_s, stalled_s = 1.0, 1.5
@@ -249,9 +245,11 @@ async def test_a_stalled_client_is_dropped_and_shutdown_still_meets_its_deadline
                     readers.start_soon(follow)
                     with trio.fail_after(60):
                         await got_last.wait()  # 10 MB read while the other reader stalls
-                    # The server drops the stalled reader (a gauge gives no event).
-                    await wait_until(lambda: open_streams_at_most(client, 1),
-                                     timeout=stalled_s + 20, what="the stalled reader dropped")
+                    async def dropped() -> bool:  # the stalled reader (a gauge: no event)
+                        return await open_streams(client, "job") <= 1
+
+                    await wait_until(dropped, timeout=stalled_s + 20,
+                                     what="the stalled reader dropped")
                     first_stalled.close()
 
                     # A reader that stalls just before shutdown (a replay of the 10 MB).
