@@ -6,6 +6,7 @@ here the runtime is closed with jobs running and queued, and opened again.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,10 @@ async def test_requests_during_recovery_are_answered_and_queued_jobs_keep_their_
         with trio.fail_after(30):
             # The last actor started, late's, has its place in the queue: the actors started
             # before it have asked for capacity before it.
-            async for item in rt.stream_jobs(account):
-                if item.job_id == late.id and item.data["queue_position"] is not None:
-                    break
+            async with contextlib.aclosing(rt.stream_jobs(account)) as feed:
+                async for item in feed:
+                    if item.job_id == late.id and item.data["queue_position"] is not None:
+                        break
             queue = (await rt.capacity())["queue"]
             finals = {j.id: await rt.wait_for_final(account, j.id)
                       for j in (running, *queued, late)}
