@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import signal
@@ -11,14 +12,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import sqlalchemy as sa
+import trio
 from httpx_sse import aconnect_sse
 from sqlalchemy.pool import NullPool
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -157,7 +162,7 @@ def start_server(data_dir: Path, **env: str) -> LiveServer:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 break
         except httpx.TransportError:
-            time.sleep(0.1)
+            time.sleep(0.02)  # the poll interval: the sign the server is up is its answer
     else:
         process.kill()
         raise RuntimeError("the server did not start within 60 s")
@@ -223,6 +228,73 @@ async def follow_stream(client: httpx.AsyncClient, job_id: str, items: list[Item
                 items.append((sse.event, int(sse.id), json.loads(sse.data)))
                 if stop_after is not None and len(items) >= stop_after:
                     break
+
+
+async def wait_for_job(client: httpx.AsyncClient, job_id: str,
+                       ready: Callable[[dict[str, Any]], bool], *,
+                       timeout: float = 60) -> dict[str, Any]:
+    """The job object of the first ``job`` item of the job's SSE stream for which ``ready``
+    holds. The stream starts with the job as it is now, then brings each change as the server
+    publishes it: this waits for the change itself, it polls nothing. Fails if the stream ends
+    first, and after ``timeout`` seconds (``trio.TooSlowError``)."""
+    last: dict[str, Any] | None = None
+    with trio.fail_after(timeout):
+        async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
+                                timeout=httpx.Timeout(timeout)) as source:
+            assert source.response.status_code == 200, source.response.status_code
+            async with contextlib.aclosing(source.aiter_sse()) as events:
+                async for sse in events:
+                    if sse.event == "job":
+                        last = json.loads(sse.data)
+                        if ready(last):
+                            return last
+    raise AssertionError(f"job {job_id}'s stream ended before the state waited for; "
+                         f"its last: {last}")
+
+
+async def wait_until(condition: Callable[[], T | Awaitable[T]], *, timeout: float,
+                     interval: float = 0.05, what: str = "the condition") -> T:
+    """Poll ``condition`` (sync or async) until it returns something true, and return that.
+
+    Only for what gives no event to wait for (a gauge, another process's cache or lease, a
+    row another process locks); fails with AssertionError after ``timeout`` seconds."""
+    with trio.move_on_after(timeout):
+        while True:
+            result = condition()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return result
+            await trio.sleep(interval)  # the poll interval
+    raise AssertionError(f"{what} did not hold within {timeout} s")
+
+
+def wait_until_sync(condition: Callable[[], T], *, timeout: float, interval: float = 0.05,
+                    what: str = "the condition") -> T:
+    """:func:`wait_until` for a test that runs no event loop."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not hold within {timeout} s")
+        time.sleep(interval)  # the poll interval
+    return result
+
+
+async def wait_exited(pids: Iterable[int], *, timeout: float) -> None:
+    """Wait until every process of ``pids`` has exited (any process, not only a child of this
+    one: its pidfd becomes readable when it ends). Returns after ``timeout`` seconds whatever
+    is left: the caller checks (and says what it means)."""
+    pidfds = []
+    try:
+        for pid in pids:  # all opened first: a pid reused meanwhile cannot slip in
+            with contextlib.suppress(ProcessLookupError):  # gone already
+                pidfds.append(os.pidfd_open(pid))
+        with trio.move_on_after(timeout):
+            for pidfd in pidfds:
+                await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        for pidfd in pidfds:
+            os.close(pidfd)
 
 
 def statuses(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:

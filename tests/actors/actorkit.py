@@ -54,9 +54,17 @@ class Journal:
 
     events: list[str] = field(default_factory=list)
     handled: list[object] = field(default_factory=list)
+    _added: trio.Event = field(default_factory=trio.Event, repr=False, compare=False)
 
     def add(self, text: str) -> None:
         self.events.append(text)
+        self._added.set()
+        self._added = trio.Event()
+
+    async def wait_for(self, text: str) -> None:
+        """Return once an actor has added ``text`` (at once if one has already)."""
+        while text not in self.events:
+            await self._added.wait()
 
 
 class Counter(Actor[Msg]):

@@ -52,7 +52,7 @@ async def _run_plan(sup: Supervisor, plan: list[str], first_id: int, ledger: _Le
         message_id = first_id + offset
         ref = sup.lookup("r")
         if action == "yield" or ref is None:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()  # the plan's step: let the other plans run
             continue
         if action == "stop":
             ref.stop()

@@ -12,6 +12,7 @@ from actors import (
     Restart,
     RestartIntensity,
     Strategy,
+    Supervisor,
     SupervisorEscalation,
     open_supervisor,
 )
@@ -128,7 +129,7 @@ async def test_intensity_trips_and_escalates_instead_of_looping_forever(
                 for _ in range(10):
                     ref = sup.lookup("c") or await sup.start_child(Counter, 0, journal, name="c")
                     await ref.tell(Boom())
-                    await trio.sleep(1)
+                    await trio.sleep(1)  # not a wait: crashes 1 s apart (mock clock) are the case
             except trio.Cancelled:
                 body_cancelled = True
                 raise
@@ -146,7 +147,7 @@ async def test_intensity_window_slides(autojump_clock: trio.testing.MockClock) -
             ref = sup.lookup("c")
             assert ref is not None
             await ref.tell(Boom())
-            await trio.sleep(1.5)  # each crash is alone in its window
+            await trio.sleep(1.5)  # not a wait: each crash alone in its window (mock clock)
         assert sup.statistics().restarted == 5
 
 
@@ -196,7 +197,7 @@ async def test_shutdown_completes_within_its_deadline_during_a_failing_restart_l
             stuck = sup.lookup("stuck")
             assert stuck is not None
             await stuck.tell(Block())
-            await trio.sleep(0.5)
+            await trio.sleep(0.5)  # not a wait: the restart loop runs 0.5 s (mock clock) first
             start = trio.current_time()
     assert trio.current_time() - start <= 1.0 + 0.01
     assert sup.statistics().restarted > 40
@@ -215,7 +216,7 @@ class FailStartLater(Actor[object]):
         self.nursery.start_soon(self._die_soon)
 
     async def _die_soon(self) -> None:
-        await trio.sleep(0.01)
+        await trio.sleep(0.01)  # not a wait: the actor's own life, 10 ms (the test's mock clock)
         raise ConnectionError("lost")
 
     async def handle(self, message: object) -> object:
@@ -243,6 +244,21 @@ async def test_stop_child_removes_it_for_good() -> None:
             await sup.stop_child("c")
         again = await sup.start_child(Counter, name="c")  # the name is free again
         await again.tell(Inc())
+
+
+async def restart_delay(sup: Supervisor, journal: Journal, name: str, incarnation: int) -> float:
+    """Crash child ``name`` (a `Counter` on ``journal``); the seconds until its ``incarnation``
+    has started."""
+    ref = sup.lookup(name)
+    assert ref is not None
+    crashed_at = trio.current_time()
+    await ref.tell(Boom())
+    await trio.testing.wait_all_tasks_blocked()  # the crash is handled: the restart is due later
+    assert sup.lookup(name) is None
+    assert name in sup, "a child waiting for its restart is still a child"
+    with trio.fail_after(60):
+        await journal.wait_for(f"start {name}#{incarnation}")
+    return trio.current_time() - crashed_at
 
 
 async def _crash(ref_name: str, sup: object) -> None:
@@ -324,35 +340,27 @@ async def test_backoff_delays_restarts_exponentially_and_resets_after_a_healthy_
 ) -> None:
     journal = Journal()
     backoff = Backoff(initial=1.0, factor=2.0, cap=3.0, jitter=0.0, reset_after=10.0)
-    restarted_at: list[float] = []
+    restarted_after: list[float] = []
     async with open_supervisor(backoff=backoff, intensity=RestartIntensity(10, 60)) as sup:
         await sup.start_child(Counter, 0, journal, name="c")
-        for _ in range(4):
-            ref = sup.lookup("c")
-            assert ref is not None
-            crashed_at = trio.current_time()
-            await ref.tell(Boom())
-            while sup.lookup("c") in (None, ref):
-                await trio.sleep(0.01)
-            restarted_at.append(round(trio.current_time() - crashed_at, 1))
-        await trio.sleep(10)  # healthy long enough: the next restart is immediate again
-        ref = sup.lookup("c")
-        assert ref is not None
-        crashed_at = trio.current_time()
-        await ref.tell(Boom())
-        while sup.lookup("c") in (None, ref):
-            await trio.sleep(0.01)
-        restarted_at.append(round(trio.current_time() - crashed_at, 1))
-    assert restarted_at == [1.0, 2.0, 3.0, 3.0, 1.0]
+        for incarnation in range(2, 6):
+            restarted_after.append(await restart_delay(sup, journal, "c", incarnation))
+        # Not a wait: healthy for reset_after (mock clock), the backoff starts over.
+        await trio.sleep(10)
+        restarted_after.append(await restart_delay(sup, journal, "c", 6))
+    assert restarted_after == pytest.approx([1.0, 2.0, 3.0, 3.0, 1.0])
 
 
 async def test_lookup_during_backoff_finds_nothing(autojump_clock: trio.testing.MockClock) -> None:
+    journal = Journal()
     async with open_supervisor(backoff=Backoff(initial=5.0, jitter=0.0)) as sup:
-        ref = await sup.start_child(Counter, name="c")
+        ref = await sup.start_child(Counter, 0, journal, name="c")
         await ref.tell(Boom())
-        await trio.sleep(1)
+        await trio.testing.wait_all_tasks_blocked()  # the crash is handled: 5 s of backoff
         assert sup.lookup("c") is None and sup.children() == ["c"]
-        await trio.sleep(5)
+        with trio.fail_after(60):
+            await journal.wait_for("start c#2")
+        assert trio.current_time() == pytest.approx(5.0), "not back before its backoff ended"
         assert sup.lookup("c") is not None
 
 
@@ -420,9 +428,11 @@ async def test_a_child_over_its_own_intensity_is_given_up_and_the_supervisor_goe
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     given_up: list[tuple[str, BaseException | None, float]] = []
+    gave_up = trio.Event()
 
     async def on_give_up(name: str, crash: BaseException | None) -> None:
         given_up.append((name, crash, trio.current_time()))
+        gave_up.set()
 
     # The supervisor's own intensity allows no restart at all: the child's are not its own.
     async with open_supervisor(intensity=RestartIntensity(0, 5.0)) as sup:
@@ -435,7 +445,8 @@ async def test_a_child_over_its_own_intensity_is_given_up_and_the_supervisor_goe
             backoff=Backoff(initial=0.1, cap=1.6, jitter=0.0),
             on_give_up=on_give_up,
         )
-        await trio.sleep(10)
+        with trio.fail_after(10):
+            await gave_up.wait()
         # Crashes at t=0.01 (running), 0.11 and 0.31 (restarts that failed to start):
         # the third is more than 2 restarts within 60 s.
         assert [(n, type(c), round(t, 2)) for n, c, t in given_up] == [
@@ -452,24 +463,20 @@ async def test_a_child_over_its_own_intensity_is_given_up_and_the_supervisor_goe
 async def test_a_childs_own_backoff_doubles_from_min_to_max(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    restarted_at: list[float] = []
+    journal = Journal()
+    restarted_after: list[float] = []
     async with open_supervisor() as sup:
         await sup.start_child(
             Counter,
+            0,
+            journal,
             name="c",
             intensity=RestartIntensity(max_restarts=10, within=60.0),
             backoff=Backoff(initial=0.1, cap=1.6, jitter=0.0),
         )
-        for _ in range(6):
-            ref = sup.lookup("c")
-            assert ref is not None
-            crashed_at = trio.current_time()
-            await ref.tell(Boom())
-            while sup.lookup("c") in (None, ref):
-                assert "c" in sup, "a child waiting for its restart is still a child"
-                await trio.sleep(0.01)
-            restarted_at.append(round(trio.current_time() - crashed_at, 1))
-    assert restarted_at == [0.1, 0.2, 0.4, 0.8, 1.6, 1.6]
+        for incarnation in range(2, 8):
+            restarted_after.append(await restart_delay(sup, journal, "c", incarnation))
+    assert restarted_after == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 1.6])
 
 
 async def test_a_childs_own_intensity_is_checked() -> None:

@@ -6,6 +6,7 @@ here the runtime is closed with jobs running and queued, and opened again.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,18 @@ async def test_requests_during_recovery_are_answered_and_queued_jobs_keep_their_
                 answers.append((await rt.cancel_job(account, cancelled.id)).status)
 
             nursery.start_soon(cancel)
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # not a wait: nothing may answer the cancel meanwhile
             assert not answers  # the cancel waits for the job's actor
             gate.set()
         assert answers[0] in {JobStatus.CANCELLING, JobStatus.CANCELLED}
         with trio.fail_after(30):
-            while rt.recovering or len(queue := (await rt.capacity())["queue"]) < 3:
-                await trio.sleep(0.01)  # until every actor has asked for capacity
+            # The last actor started, late's, has its place in the queue: the actors started
+            # before it have asked for capacity before it.
+            async with contextlib.aclosing(rt.stream_jobs(account)) as feed:
+                async for item in feed:
+                    if item.job_id == late.id and item.data["queue_position"] is not None:
+                        break
+            queue = (await rt.capacity())["queue"]
             finals = {j.id: await rt.wait_for_final(account, j.id)
                       for j in (running, *queued, late)}
         # Recovered queued jobs wait in their order, and a job created meanwhile behind them.

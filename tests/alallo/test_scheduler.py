@@ -158,18 +158,19 @@ def start_times(jobs: list[tuple[int, float]]) -> dict[str, float]:
         async with open_supervisor(name="prop") as sup:
             ref = await sup.start_child(partial(Scheduler, pool, clock=trio.current_time))
 
-            async def job(name: str, devices: int, seconds: float) -> None:
+            async def job(name: str, devices: int, seconds: float, *,
+                          task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
                 w = Waiter(name, plan(devices, training_s=seconds))
                 await ref.tell(w.request)
+                task_status.started()
                 await w.receive.receive()
                 started[name] = trio.current_time()
-                await trio.sleep(seconds)
+                await trio.sleep(seconds)  # not a wait: the job trains (mock clock)
                 await ref.tell(Release(name))
 
             async with trio.open_nursery() as nursery:
                 for i, (devices, seconds) in enumerate(jobs):
-                    nursery.start_soon(job, f"j{i}", devices, seconds)
-                    await trio.sleep(0)
+                    await nursery.start(job, f"j{i}", devices, seconds)  # it asked, in order
                     await ref.ask(QueueSnapshot())
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -14,6 +14,7 @@ import trio
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from support import wait_until
 
 from alallo import Event, Job, JobStatus, Runtime, Settings
 from alallo.store._store import LeaseLost, Store, StoreUnavailable
@@ -382,10 +383,9 @@ async def test_creating_an_account_that_another_server_is_creating_changes_nothi
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(lambda: store.ensure_account("acct-local", "second", 2.0, 2))
                 if c.dialect.name == "postgresql":  # wait until it waits for our row
-                    with trio.fail_after(30):
-                        while not c.execute(sa.text(
-                                "SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar():
-                            await trio.sleep(0.01)
+                    await wait_until(lambda: c.execute(sa.text(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar(),
+                        timeout=30, interval=0.01, what="a lock wait on PostgreSQL")
                 c.commit()
         row = await store.get_account("acct-local")
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from support import wait_exited
 
 from alallo.executors import TrainerProcess, _warm
 
@@ -37,11 +38,14 @@ async def test_lines_arrive_in_order_and_the_exit_code_is_kept(tmp_path: Path) -
     assert (tmp_path / "out.log").read_text() == "0\n1\n2\nerr\n"
 
 
-async def test_trainer_outlives_the_thread_cache(tmp_path: Path) -> None:
+async def test_trainer_outlives_the_thread_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: forking from a trio worker thread made PR_SET_PDEATHSIG kill the
-    trainer when that idle thread retired (~10 s)."""
+    trainer when that idle thread retired (after 10 s; 0.2 s here)."""
+    monkeypatch.setattr(trio._core._thread_cache, "IDLE_TIMEOUT", 0.2)
     await trio.to_thread.run_sync(lambda: None)  # a worker thread exists, then idles
-    script = "import time\ntime.sleep(12.5)\nprint('alive')"
+    # Not a wait: the trainer runs past the retirement of every idle worker thread.
+    script = "import time\ntime.sleep(1.5)\nprint('alive')"
     process = TrainerProcess([sys.executable, "-c", script], cwd=tmp_path,
                              output_log=tmp_path / "out.log", grace_s=1)
     lines: list[str] = []
@@ -54,6 +58,7 @@ async def test_trainer_outlives_the_thread_cache(tmp_path: Path) -> None:
 
 
 async def test_cancel_stops_the_whole_group_even_if_sigterm_is_ignored(tmp_path: Path) -> None:
+    # Not waits: the trainer and its child run until they are killed.
     script = (
         "import signal, subprocess, sys, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
@@ -64,18 +69,19 @@ async def test_cancel_stops_the_whole_group_even_if_sigterm_is_ignored(tmp_path:
     process = TrainerProcess([sys.executable, "-c", script], cwd=tmp_path,
                              output_log=tmp_path / "out.log", grace_s=0.5)
     grandchild: list[int] = []
+    printed = trio.Event()
 
     async def collect(line: str) -> None:
         grandchild.append(int(line))
+        printed.set()
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(process.run, collect)
-            while not grandchild:
-                await trio.sleep(0.02)
+            await printed.wait()
             nursery.cancel_scope.cancel()
     assert process.pid is not None and not alive(process.pid)
-    await trio.sleep(0.2)
+    await wait_exited(grandchild, timeout=5)
     assert not alive(grandchild[0]), "the trainer's own children stop too"
     assert process.returncode == -9
 
@@ -116,9 +122,12 @@ def main(argv):
         return 0
     if argv[0] == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Not a wait: a child of the trainer that runs until it is killed.
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         print(child.pid, flush=True)
-    time.sleep(60)
+    else:
+        print("started", flush=True)
+    time.sleep(60)  # not a wait: a trainer that runs until it is killed
     return 0
 
 if __name__ == "__main__":
@@ -188,21 +197,20 @@ async def test_cancel_stops_a_warm_trainers_whole_group(tmp_path: Path, stub_mod
     process = TrainerProcess([sys.executable, "-m", stub_module, "stubborn"], cwd=tmp_path,
                              output_log=tmp_path / "out.log", grace_s=0.5, warm=True)
     grandchild: list[int] = []
+    printed = trio.Event()
 
     async def collect(line: str) -> None:
         grandchild.append(int(line))
+        printed.set()
 
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(process.run, collect)
-            while not grandchild:
-                await trio.sleep(0.02)
+            await printed.wait()
             nursery.cancel_scope.cancel()
     assert process.started_warm
     assert process.pid is not None and not alive(process.pid)
-    with trio.move_on_after(5):
-        while alive(grandchild[0]):
-            await trio.sleep(0.05)
+    await wait_exited(grandchild, timeout=5)
     assert not alive(grandchild[0]), "the trainer's own children stop too"
     assert process.returncode == -9
     assert warm_process_of(stub_module).alive(), "the warm process serves the next job"
@@ -233,10 +241,14 @@ from alallo.executors import TrainerProcess
 async def main(module, cwd):
     process = TrainerProcess([sys.executable, "-m", module, "sleep"], cwd=Path(cwd),
                              output_log=Path(cwd) / "out.log", grace_s=1, warm=True)
+    started = trio.Event()
+
+    async def on_line(line):
+        started.set()
+
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(process.run, lambda line: trio.sleep(0))
-        while process.pid is None:
-            await trio.sleep(0.01)
+        nursery.start_soon(process.run, on_line)
+        await started.wait()  # the trainer's first line: it runs
         print(process.pid, _warm.warm_processes()[0].pid, flush=True)
 
 _warm.WARM_MODULES.add(sys.argv[1])
@@ -258,8 +270,6 @@ async def test_kill_9_of_the_server_leaves_no_warm_process_and_no_trainer(
         server.wait()
         if server.stdout is not None:
             server.stdout.close()
-    with trio.move_on_after(10):
-        while alive(trainer) or alive(warm):
-            await trio.sleep(0.05)
+    await wait_exited([trainer, warm], timeout=10)
     assert not alive(warm), "the warm process dies with the server"
     assert not alive(trainer), "the trainer dies with the warm process"

@@ -3,6 +3,7 @@ does not share the first one's data dir resumes from the checkpoint the first sa
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -26,8 +27,11 @@ async def test_a_job_resumes_elsewhere_from_the_checkpoint_at_the_url(
             "hyperparameters": {"max_steps": 40},
             "trainer": {"type": "simulated", "step_delay_s": 0.1}})
         with trio.fail_after(60):
-            while (job := await rt.get_job(account, job.id)).checkpoint is None:
-                await trio.sleep(0.02)
+            async with contextlib.aclosing(rt.stream(account, job.id)) as items:
+                async for item in items:
+                    if item.kind == "job" and item.data["checkpoint"] is not None:
+                        break
+        job = await rt.get_job(account, job.id)
     saved = job.checkpoint
     assert saved is not None and job.status.value == "running"
     name = Path(saved.path).name

@@ -7,12 +7,14 @@ stops its trainer and stops, without touching the job again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 import trio
+from support import wait_exited
 
 from alallo import Runtime, Settings
 from alallo.cluster._cluster import Cluster
@@ -61,9 +63,19 @@ async def running_job(rt: Runtime) -> Job:
         "hyperparameters": {"max_steps": 100_000},
         "trainer": {"type": "simulated", "step_delay_s": 0.05}})
     with trio.fail_after(60):
-        while (job := await rt.get_job(account, job.id)).progress.step < 3:
-            await trio.sleep(0.05)
-    return job
+        async with contextlib.aclosing(rt.stream(account, job.id)) as items:
+            async for item in items:
+                if item.kind == "job" and item.data["progress"]["step"] >= 3:
+                    break
+    return await rt.get_job(account, job.id)
+
+
+async def wait_stopped(rt: Runtime, job_id: str, trainers: list[int]) -> None:
+    """Wait until the job's actor in ``rt`` has stopped and the ``trainers`` have exited."""
+    with trio.fail_after(30):
+        if (actor := rt.actors.lookup(job_id)) is not None:
+            await actor.wait_stopped()
+    await wait_exited(trainers, timeout=30)
 
 
 async def test_a_process_whose_lease_was_taken_cannot_write(
@@ -74,7 +86,8 @@ async def test_a_process_whose_lease_was_taken_cannot_write(
                         heartbeat_interval_s=30, lease_ttl_s=60)
     async with Runtime(settings) as rt:
         job = await running_job(rt)
-        assert trainer_pids(job.id)
+        trainers = trainer_pids(job.id)
+        assert trainers
         owner, epoch, _, _ = row(rt.store, job.id)
         assert (owner, epoch) == (rt.cluster.node_id, 1)
 
@@ -100,9 +113,8 @@ async def test_a_process_whose_lease_was_taken_cannot_write(
         assert row(rt.store, job.id) == taken
 
         # The actor: its next write is refused; it stops its trainer and itself.
-        with trio.fail_after(30):
-            while trainer_pids(job.id) or rt.actors.lookup(job.id) is not None:
-                await trio.sleep(0.05)
+        await wait_stopped(rt, job.id, trainers)
+        assert not trainer_pids(job.id) and rt.actors.lookup(job.id) is None
         assert row(rt.store, job.id) == taken, "the old owner wrote nothing more"
         assert await rt.store.items_after(job.id, 0) == items
         assert not rt.cluster.owns(job.id)
@@ -140,6 +152,7 @@ async def test_an_adopted_job_takes_the_cancel_asked_while_its_owner_was_gone(
     slow = {"database_url": database_url, "heartbeat_interval_s": 30, "lease_ttl_s": 60}
     async with Runtime(Settings(data_dir=tmp_path / "a", **slow)) as a:
         job = await running_job(a)
+        trainers = trainer_pids(job.id)
         with a.store.engine.begin() as c:
             c.execute(jobs.update().where(jobs.c.id == job.id).values(cancel_requested=True))
         await trio.to_thread.run_sync(expire, a.store, a.cluster.node_id)
@@ -147,9 +160,8 @@ async def test_an_adopted_job_takes_the_cancel_asked_while_its_owner_was_gone(
             with trio.fail_after(30):
                 done = await b.wait_for_final(job.account_id, job.id)
             assert done.status.value == "cancelled"
-            with trio.fail_after(30):
-                while trainer_pids(job.id) or a.actors.lookup(job.id) is not None:
-                    await trio.sleep(0.05)
+            await wait_stopped(a, job.id, trainers)
+            assert not trainer_pids(job.id) and a.actors.lookup(job.id) is None
             owner, epoch, _, _ = row(b.store, job.id)
             assert (owner, epoch) == (b.cluster.node_id, 2)
             events = [e.type.value for e in (await b.list_events(job.account_id, job.id,

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-import trio
 
 from support import (EXAMPLES, LiveServer, drop_databases, new_database_url, start_server,
-                     stop_server, upload)
+                     stop_server, upload, wait_for_job)
 
 SAMPLE = (EXAMPLES / "sample.jsonl").read_bytes()
 
@@ -60,13 +59,10 @@ async def submit(client: httpx.AsyncClient, file_id: str, steps: int) -> str:
 
 
 async def until(client: httpx.AsyncClient, job_id: str, done: str) -> dict[str, object]:
-    """The job once ``done`` (a Python expression over ``job``) holds."""
-    with trio.fail_after(60):
-        while True:
-            job = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
-            if eval(done, {}, {"job": job}):  # noqa: S307 - the test's own expressions
-                return dict(job)
-            await trio.sleep(0.05)
+    """The job once ``done`` (a Python expression over ``job``) holds, as its stream shows it."""
+    return await wait_for_job(
+        client, job_id,
+        lambda job: eval(done, {}, {"job": job}))  # noqa: S307 - the test's own expressions
 
 
 async def test_uploads_reach_a_server_with_another_data_dir(

@@ -29,7 +29,8 @@ import trio
 from httpx_sse import aconnect_sse
 
 from support import (EXAMPLES, Item, LiveServer, drop_databases, follow_stream, job_of,
-                     new_database_url, read_stream, start_server, stop_server, upload)
+                     new_database_url, read_stream, start_server, stop_server, upload,
+                     wait_exited, wait_for_job)
 
 STEP_S = 0.1
 PRICE_PER_HOUR = 3600.0
@@ -76,14 +77,16 @@ def trainer_groups(job_id: str) -> set[int]:
     return groups
 
 
-def group_alive(group: int) -> bool:
+def group_members(group: int) -> list[int]:
+    """The live processes (not zombies) of a process group."""
+    members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
                 if int(fields[2]) == group and fields[0] != "Z":
-                    return True
-    return False
+                    members.append(int(entry))
+    return members
 
 
 async def submit(client: httpx.AsyncClient, file_id: str, steps: int) -> dict[str, Any]:
@@ -96,8 +99,9 @@ async def submit(client: httpx.AsyncClient, file_id: str, steps: int) -> dict[st
 
 
 async def follow_account(client: httpx.AsyncClient, job_id: str, steps: list[int],
-                         enough: int) -> None:
-    """Read the account stream until job ``job_id`` has been seen at step ``enough``."""
+                         enough: int, seen_enough: trio.Event) -> None:
+    """Read the account stream until job ``job_id`` has been seen at step ``enough``, then
+    set ``seen_enough``."""
     async with aconnect_sse(client, "GET", "/v1/fine_tuning/stream",
                             timeout=httpx.Timeout(120)) as source:
         async with contextlib.aclosing(source.aiter_sse()) as events:
@@ -108,6 +112,7 @@ async def follow_account(client: httpx.AsyncClient, job_id: str, steps: list[int
                 if job.get("id") == job_id:
                     steps.append(job["progress"]["step"])
                     if steps[-1] >= enough:
+                        seen_enough.set()
                         return
 
 
@@ -121,6 +126,7 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
     a, b = cluster
     seen: list[Item] = []
     account_steps: list[int] = []
+    account_seen_enough = trio.Event()
     async with connect(a) as on_a, connect(b) as on_b:
         file = (await upload(on_a, EXAMPLES / "sample.jsonl")).json()
         first = await submit(on_a, file["id"], 50)
@@ -128,16 +134,14 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
         doomed = await submit(on_a, file["id"], 5)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(follow_stream, on_b, first["id"], seen)
-            nursery.start_soon(follow_account, on_b, first["id"], account_steps, 10)
-            with trio.fail_after(60):
-                while (await job_of(on_b, first["id"]))["progress"]["step"] < 14:
-                    await trio.sleep(0.05)
+            nursery.start_soon(follow_account, on_b, first["id"], account_steps, 10,
+                               account_seen_enough)
+            await wait_for_job(on_b, first["id"], lambda j: j["progress"]["step"] >= 14)
             assert (await job_of(on_b, queued["id"]))["status"] == "queued"
             assert any(kind == "job" and data["progress"]["step"] >= 10
                        for kind, _, data in seen), "B streams a job A runs, while A runs it"
             with trio.fail_after(30):
-                while not account_steps or account_steps[-1] < 10:
-                    await trio.sleep(0.05)
+                await account_seen_enough.wait()
             assert account_steps == sorted(account_steps), "B's account stream follows it too"
             cancel = await on_b.post(f"/v1/fine_tuning/jobs/{doomed['id']}/cancel")
             assert cancel.status_code == 200, cancel.text
@@ -148,12 +152,9 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
             a.process.send_signal(signal.SIGKILL)
             killed_at = time.monotonic()
             a.process.wait(timeout=30)
-            with trio.fail_after(10):
-                while any(group_alive(g) for g in trainers):
-                    await trio.sleep(0.05)
-            with trio.fail_after(60):
-                while (await job_of(on_b, first["id"]))["attempt"] < 2:
-                    await trio.sleep(0.05)
+            await wait_exited([pid for g in trainers for pid in group_members(g)], timeout=10)
+            assert not any(group_members(g) for g in trainers), "A's trainer died with A"
+            await wait_for_job(on_b, first["id"], lambda j: j["attempt"] >= 2)
             print(f"adopted {time.monotonic() - killed_at:.1f} s after the kill")
         whole = await read_stream(on_b, first["id"], last_event_id=0)
         events = (await on_b.get(f"/v1/fine_tuning/jobs/{first['id']}/events",

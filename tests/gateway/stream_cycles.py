@@ -10,6 +10,7 @@ the cycles are and why the figures mean what they do.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import trio
+import trio.testing
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request, TextMessage
 
@@ -142,26 +144,32 @@ class Cycles:
                     sent = True
 
 
-async def figures(client: httpx.AsyncClient) -> dict[str, Any]:
-    """The gauge of open streams by kind, then tasks and heap (in this order: the
-    request for the gauge must not be in flight while tasks are counted)."""
+async def streams_and_tasks(client: httpx.AsyncClient) -> tuple[dict[str, float], int]:
+    """The gauge of open streams by kind, then the tasks (in this order: the request for
+    the gauge must not be in flight while tasks are counted)."""
     text = (await client.get("/metrics")).text
     streams = {line.split('"')[1]: float(line.split()[-1]) for line in text.splitlines()
                if line.startswith("alallo_open_streams{")}
-    await trio.sleep(0.2)  # the /metrics connection's tasks end
-    return {"streams": streams, "tasks": task_count(), "heap": heap_blocks(),
-            "rss_mib": rss_mib()}
+    await trio.testing.wait_all_tasks_blocked()  # the /metrics request's tasks have ended
+    return streams, task_count()
+
+
+async def figures(client: httpx.AsyncClient) -> dict[str, Any]:
+    """The gauge of open streams by kind, tasks and heap."""
+    streams, tasks = await streams_and_tasks(client)
+    return {"streams": streams, "tasks": tasks, "heap": heap_blocks(), "rss_mib": rss_mib()}
 
 
 async def settled(client: httpx.AsyncClient, baseline: dict[str, Any]) -> dict[str, Any]:
-    """Figures once no stream is open and the task tree is back to the baseline's size
-    (disconnects are noticed within a second; the wait is bounded, not timed)."""
+    """Figures once no stream is open and the task tree is back to the baseline's size.
+    Disconnects are noticed within a second, and neither the gauge nor the tree gives an
+    event: they are polled, for 30 s at most."""
     with trio.move_on_after(30):
         while True:
-            now = await figures(client)
-            if now["streams"] == baseline["streams"] and now["tasks"] <= baseline["tasks"]:
-                return now
-            await trio.sleep(0.5)
+            streams, tasks = await streams_and_tasks(client)
+            if streams == baseline["streams"] and tasks <= baseline["tasks"]:
+                break
+            await trio.sleep(0.05)  # the poll interval
     return await figures(client)
 
 
@@ -192,13 +200,14 @@ async def main(data_dir: Path) -> dict[str, Any]:
                 done_job = await create(3, 0.0)
                 # A job that stays running through the test, one step every 5 s.
                 live_job = await create(100_000, 5.0)
+                account = await runtime.authenticate(runtime.api_key)
                 with trio.fail_after(60):
-                    while (await client.get(f"/v1/fine_tuning/jobs/{done_job}")
-                           ).json()["status"] != "succeeded":
-                        await trio.sleep(0.05)
-                    while (await client.get(f"/v1/fine_tuning/jobs/{live_job}")
-                           ).json()["status"] != "running":
-                        await trio.sleep(0.05)
+                    done = await runtime.wait_for_final(account, done_job)
+                    assert done.status.value == "succeeded", done.status
+                    async with contextlib.aclosing(runtime.stream(account, live_job)) as items:
+                        async for item in items:
+                            if item.kind == "job" and item.data["status"] == "running":
+                                break
 
                 cycles = Cycles(port, runtime.api_key, done_job, live_job)
                 await cycles.run(WARMUP)

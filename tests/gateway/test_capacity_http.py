@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import trio
 
-from support import EXAMPLES, LiveServer, read_stream, upload
+from support import EXAMPLES, LiveServer, read_stream, upload, wait_for_job
 
 Factory = Callable[..., LiveServer]
 FLEET = json.dumps([{"name": "gpu-1", "device": "H100-80GB", "count": 2, "simulated": True}])
@@ -55,12 +55,9 @@ async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factor
 
         # Two 8B jobs take both GPUs; the third waits, first in the queue.
         jobs = [await create(model="meta-llama/Llama-3.1-8B", name=f"j{i}") for i in range(3)]
-        with trio.fail_after(30):
-            while True:
-                third = (await c.get(f"/v1/fine_tuning/jobs/{jobs[2]['id']}")).json()
-                if third["message"] == "Waiting for capacity":
-                    break
-                await trio.sleep(0.05)
+        third = await wait_for_job(c, jobs[2]["id"],
+                                   lambda job: job["message"] == "Waiting for capacity",
+                                   timeout=30)
         assert third["queue_position"] == 1
         busy = (await c.get("/v1/capacity")).json()
         assert busy["queue"] == [jobs[2]["id"]] and busy["nodes"][0]["free"] == 0
@@ -140,12 +137,9 @@ async def test_draining_a_node_moves_its_jobs_from_their_checkpoints(
             # 10 s of steps: the job still runs when the CLI, started below, drains its node.
             "hyperparameters": {"max_steps": 200},
             "trainer": {"type": "simulated", "step_delay_s": 0.05}})).json()
-        with trio.fail_after(30):
-            while True:
-                now = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}")).json()
-                if (now["checkpoint"] or {}).get("step", 0) >= 10:
-                    break
-                await trio.sleep(0.05)
+        now = await wait_for_job(c, job["id"],
+                                 lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
+                                 timeout=30)
         first_node = now["placement"]["node"]
         env = {"ALALLO_URL": server.url, "ALALLO_API_KEY": server.api_key, "PATH": "/usr/bin"}
         drained = await trio.to_thread.run_sync(lambda: subprocess.run(

@@ -97,7 +97,7 @@ print("hello <script>window.pwned = 1</script> <b>bold</b>", flush=True)
 for i in range(60):
     print(f"early line {i}", flush=True)
 while not os.path.exists(sys.argv[1]):
-    time.sleep(0.05)
+    time.sleep(0.05)  # not the test's wait: the fake trainer's poll of the flag it waits for
 print("after the flag", flush=True)
 """
 """A trainer whose log has markup in it and goes on when the test says."""

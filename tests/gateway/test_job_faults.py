@@ -16,6 +16,7 @@ third stopped the server's start with a ``TrioInternalError``.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from support import (
     stop_server,
     upload,
 )
-from test_money_and_failures import webhook
+from test_money_and_failures import wait_posted, webhook
 from test_stored_rows import store_url
 
 NOTIFIED = "Failed. We've been notified and are looking into it."
@@ -102,7 +103,8 @@ def run_sql(data_dir: Path, statement: str, **params: object) -> None:
 async def test_a_job_whose_directory_is_a_file_fails_alone_and_the_server_goes_on(
         servers: Callable[..., Servers]) -> None:
     hooks: list[dict[str, Any]] = []
-    with webhook(hooks) as url:
+    posted = threading.Event()
+    with webhook(hooks, posted) as url:
         group = servers(ALALLO_MAX_CONCURRENT_JOBS="1", ALALLO_OPERATOR_WEBHOOK_URL=url)
         server = group.start()
         async with connect(server) as client:
@@ -116,9 +118,7 @@ async def test_a_job_whose_directory_is_a_file_fails_alone_and_the_server_goes_o
             await assert_serves(client)
             later = await submit(client, 3, 0.0)
             assert (await final_of(client, later["id"]))["status"] == "succeeded"
-            with trio.fail_after(10):
-                while not hooks:
-                    await trio.sleep(0.05)  # the webhook is posted in the background
+            await wait_posted(posted)
             given_up = await metric(client, "alallo_actors_given_up_total")
     assert_failed_for_the_platform(final, events, "Not a directory")
     assert [h["job_id"] for h in hooks] == [broken["id"]]

@@ -9,9 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-import trio
 
-from support import EXAMPLES, LiveServer, read_stream, statuses, upload
+from support import EXAMPLES, LiveServer, read_stream, statuses, upload, wait_for_job
 
 
 @pytest.fixture
@@ -40,12 +39,9 @@ async def create_simulated(client: httpx.AsyncClient, file_id: str, *, steps: in
 
 
 async def wait_for_step(client: httpx.AsyncClient, job_id: str, step: int) -> dict[str, Any]:
-    with trio.fail_after(60):
-        while True:
-            job = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
-            if job["status"] == "running" and job["progress"]["step"] >= step:
-                return dict(job)
-            await trio.sleep(0.05)
+    """The job as its stream shows it once it runs at ``step`` or later."""
+    return await wait_for_job(
+        client, job_id, lambda job: job["status"] == "running" and job["progress"]["step"] >= step)
 
 
 async def test_last_event_id_resumes_with_no_gap_and_no_repeat(

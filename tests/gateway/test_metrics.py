@@ -7,12 +7,20 @@ from typing import Any
 
 import httpx
 import pytest
-import trio
 from httpx_sse import aconnect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
 from alallo.runtime._operator import RESTART_CAUSES
-from support import EXAMPLES, FINAL, LiveServer, start_server, stop_server, upload
+from support import (
+    EXAMPLES,
+    FINAL,
+    LiveServer,
+    start_server,
+    stop_server,
+    upload,
+    wait_for_job,
+    wait_until,
+)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 STATUSES = ("queued", "running", "re-scheduling", "cancelling", "cancelled", "succeeded",
@@ -53,13 +61,16 @@ async def create(client: httpx.AsyncClient, file_id: str, **spec: Any) -> str:
     return str(response.json()["id"])
 
 
-async def wait_for(client: httpx.AsyncClient, job_id: str, done: Any) -> dict[str, Any]:
-    with trio.fail_after(60):
-        while True:
-            job: dict[str, Any] = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
-            if done(job):
-                return job
-            await trio.sleep(0.05)
+async def poll_job(client: httpx.AsyncClient, job_id: str, done: Any) -> dict[str, Any]:
+    """The job once ``done`` holds, polled: its stream would be one more open stream, a figure
+    this module checks."""
+    async def state() -> dict[str, Any] | None:
+        job: dict[str, Any] = (await client.get(f"/v1/fine_tuning/jobs/{job_id}")).json()
+        return job if done(job) else None
+
+    job: dict[str, Any] = await wait_until(state, timeout=60,
+                                           what=f"the awaited state of {job_id}")
+    return job
 
 
 async def test_every_figure_is_there_before_any_job(client: httpx.AsyncClient) -> None:
@@ -85,9 +96,9 @@ async def test_running_waiting_streaming_and_failing_jobs_are_counted(
     slow = {"hyperparameters": {"max_steps": 100_000},
             "trainer": {"type": "simulated", "step_delay_s": 0.02}}
     running = await create(client, file_id, **slow)
-    await wait_for(client, running, lambda j: j["progress"]["step"] >= 5)
+    await poll_job(client, running, lambda j: j["progress"]["step"] >= 5)
     waiting = await create(client, file_id, **slow)
-    await wait_for(client, waiting, lambda j: j["queue_position"] == 1)
+    await poll_job(client, waiting, lambda j: j["queue_position"] == 1)
 
     async with aconnect_sse(client, "GET", f"/v1/fine_tuning/jobs/{running}/stream") as source:
         events = source.aiter_sse()
@@ -102,18 +113,19 @@ async def test_running_waiting_streaming_and_failing_jobs_are_counted(
 
     for job_id in (running, waiting):
         await client.post(f"/v1/fine_tuning/jobs/{job_id}/cancel")
-        await wait_for(client, job_id, lambda j: j["status"] in FINAL)
+        await wait_for_job(client, job_id, lambda j: j["status"] in FINAL)
 
     # A trainer that dies is restarted once (ALALLO_MAX_RESTARTS=1), then fails the job.
     broken = await create(client, file_id, trainer={"type": "simulated", "fail_at_step": 1})
-    await wait_for(client, broken, lambda j: j["status"] in FINAL)
-    with trio.fail_after(30):  # the stream's task ends soon after its client left
-        while True:
-            samples = await scrape(client)
-            if (value(samples, "alallo_open_streams", kind="job") == 0
-                    and value(samples, "alallo_job_platform_failures_total") == 1):
-                break
-            await trio.sleep(0.05)
+    await wait_for_job(client, broken, lambda j: j["status"] in FINAL)
+
+    async def settled() -> Samples | None:
+        # The streams' tasks end soon after their clients left: a gauge gives no event.
+        samples = await scrape(client)
+        return samples if (value(samples, "alallo_open_streams", kind="job") == 0
+                           and value(samples, "alallo_job_platform_failures_total") == 1) else None
+
+    samples = await wait_until(settled, timeout=30, what="no open job stream, one failure")
     assert value(samples, "alallo_jobs", status="cancelled") == 2
     assert value(samples, "alallo_jobs", status="failed") == 1
     assert value(samples, "alallo_jobs", status="running") == 0

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import trio
 
-from support import EXAMPLES, LiveServer, read_stream, upload
+from support import EXAMPLES, LiveServer, read_stream, upload, wait_for_job
 from test_jobs_http import trainer_pids, wait_for_step
 
 Factory = Callable[..., LiveServer]
@@ -96,18 +96,23 @@ CRASHING_TRAINER = json.dumps([{"name": "crashing", "description": "exits with c
 """``ALALLO_TRAINERS``: a trainer the operator registered that crashes (a platform failure)."""
 
 
+async def wait_posted(posted: threading.Event, timeout: float = 10) -> None:
+    """Wait for the webhook's first request: the server posts it in the background."""
+    assert await trio.to_thread.run_sync(posted.wait, timeout, abandon_on_cancel=True), \
+        f"no webhook within {timeout} s"
+
+
 async def test_platform_errors_restart_then_fail_with_the_notified_message(
         server_factory: Factory) -> None:
     hooks: list[dict[str, Any]] = []
-    with webhook(hooks) as url:
+    posted = threading.Event()
+    with webhook(hooks, posted) as url:
         server = server_factory(ALALLO_MAX_RESTARTS="2", ALALLO_OPERATOR_WEBHOOK_URL=url,
                                 ALALLO_TRAINERS=CRASHING_TRAINER)
         async with connect(server) as client:
             job = await submit(client, trainer={"name": "crashing"})
             final, types = await finish(client, job["id"])
-            with trio.fail_after(10):
-                while not hooks:
-                    await trio.sleep(0.05)
+            await wait_posted(posted)
     assert final["status"] == "failed"
     assert final["message"] == "Failed. We've been notified and are looking into it."
     assert types.count("JOB_RESTARTED") == 2 and types[-1] == "JOB_ERROR"
@@ -203,12 +208,15 @@ def fake_wandb_refusing_logins() -> Iterator[str]:
 
 
 @contextmanager
-def webhook(received: list[dict[str, Any]]) -> Iterator[str]:
-    """An operator webhook on loopback that records what it is sent."""
+def webhook(received: list[dict[str, Any]],
+            posted: threading.Event | None = None) -> Iterator[str]:
+    """An operator webhook on loopback that records what it is sent, and sets ``posted``."""
 
     class Record(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            if posted is not None:
+                posted.set()
             self.send_response(204)
             self.end_headers()
 
@@ -315,10 +323,8 @@ async def test_cancel_while_queued_is_free_and_never_starts(server_factory: Fact
         second = (await client.post("/v1/fine_tuning/jobs", json={
             "model": "alallo/tiny-gpt2", "training_file": first["training_file"],
             "trainer": "simulated"})).json()
-        with trio.fail_after(30):
-            while (await client.get(f"/v1/fine_tuning/jobs/{second['id']}")).json()[
-                    "message"] != "Waiting for capacity":
-                await trio.sleep(0.05)
+        await wait_for_job(client, second["id"],
+                           lambda job: job["message"] == "Waiting for capacity", timeout=30)
         cancelled = await client.post(f"/v1/fine_tuning/jobs/{second['id']}/cancel")
         assert cancelled.status_code == 200
         again = await client.post(f"/v1/fine_tuning/jobs/{second['id']}/cancel")

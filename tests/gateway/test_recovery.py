@@ -38,6 +38,8 @@ from support import (
     job_of,
     read_stream,
     upload,
+    wait_exited,
+    wait_for_job,
 )
 
 STEP_S = 0.1
@@ -90,9 +92,7 @@ def live_members(group: int) -> list[int]:
 
 async def wait_until_gone(groups: set[int]) -> None:
     """Wait (bounded) until no process of the groups runs; a leftover fails the test."""
-    with trio.move_on_after(10):
-        while any(live_members(g) for g in groups):
-            await trio.sleep(0.05)
+    await wait_exited([pid for g in groups for pid in live_members(g)], timeout=10)
     left = {g: live_members(g) for g in groups if live_members(g)}
     for group in left:
         with contextlib.suppress(ProcessLookupError):
@@ -118,10 +118,7 @@ async def submit(client: httpx.AsyncClient, **spec: Any) -> dict[str, Any]:
 
 async def wait_for(client: httpx.AsyncClient, job_id: str,
                    ready: Callable[[dict[str, Any]], bool], *, timeout: float = 120) -> dict[str, Any]:
-    with trio.fail_after(timeout):
-        while not ready(job := await job_of(client, job_id)):
-            await trio.sleep(0.05)
-    return job
+    return await wait_for_job(client, job_id, ready, timeout=timeout)
 
 
 async def settled(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
@@ -129,6 +126,8 @@ async def settled(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     last = await job_of(client, job_id)
     with trio.fail_after(30):
         while True:
+            # Not a wait for an event: "no line came for 0.5 s" is what settled means (the
+            # lines a frozen trainer had written give no sign of which one is the last).
             await trio.sleep(0.5)
             now = await job_of(client, job_id)
             if now["seq"] == last["seq"]:
@@ -286,7 +285,7 @@ SIGTERM_IGNORING_TRAINER = textwrap.dedent("""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for step in range(1, 100_000):
         print(json.dumps({"type": "progress", "step": step, "max_steps": 100_000}), flush=True)
-        time.sleep(0.05)
+        time.sleep(0.05)  # not a wait: the trainer's pace
 """)
 
 

@@ -19,9 +19,9 @@ from httpx_sse import aconnect_sse
 from httpx_ws import WebSocketDisconnect, aconnect_ws
 
 from gateway.server import GRACEFUL_TIMEOUT_S
-from support import EXAMPLES, LiveServer, upload
+from support import EXAMPLES, LiveServer, upload, wait_exited
 
-from test_sse import TRAINER, stalled_socket, unread_bytes
+from test_sse import TRAINER, stalled_socket, wait_unread
 
 # How the server stops does not depend on the store it uses.
 pytestmark = pytest.mark.any_backend
@@ -32,10 +32,10 @@ StartServer = Callable[..., LiveServer]
 async def wait_exit(process: subprocess.Popen[bytes], limit_s: float) -> float:
     """Seconds until ``process`` exits (fails the test after ``limit_s``)."""
     start = time.monotonic()
-    with trio.fail_after(limit_s):
-        while process.poll() is None:
-            await trio.sleep(0.01)
-    return time.monotonic() - start
+    await wait_exited([process.pid], timeout=limit_s)
+    took = time.monotonic() - start
+    assert process.poll() is not None, f"the server still runs {limit_s} s on"
+    return took
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -105,8 +105,7 @@ async def test_a_client_that_stopped_reading_does_not_hold_up_the_exit_past_the_
         # Its receive window filled up with the start of the 10 MB (the headers alone are
         # about 300 bytes): the server's send of a 50 kB log line now waits on it.
         with trio.fail_after(20):
-            while unread_bytes(stalled) < 4096:
-                await trio.sleep(0.01)
+            await wait_unread(stalled, 4096)
         server.process.send_signal(signal.SIGTERM)
         took = await wait_exit(server.process, 30)
     finally:

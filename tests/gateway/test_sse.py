@@ -19,7 +19,7 @@ import pytest
 import trio
 from asgi import start_request
 from httpx_sse import aconnect_sse
-from support import EXAMPLES, FINAL, LiveServer, read_stream, upload
+from support import EXAMPLES, FINAL, LiveServer, read_stream, upload, wait_until
 
 from alallo import Runtime, Settings
 from gateway import build_app, serve
@@ -173,7 +173,7 @@ for i in range(200):
     print(f"line {i} " + "x" * 50_000, flush=True)
 print("LAST", flush=True)
 while not os.path.exists(sys.argv[1]):
-    time.sleep(0.05)
+    time.sleep(0.05)  # not the test's wait: the fake trainer's poll of the flag it waits for
 """
 """A trainer that writes 10 MB of log at once (more than any socket buffer), then waits."""
 
@@ -191,6 +191,14 @@ def stalled_socket(url: str, path: str, key: str) -> socket.socket:
 
 def unread_bytes(sock: socket.socket) -> int:
     return int(struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+async def wait_unread(sock: socket.socket, at_least: int) -> None:
+    """Wait until ``at_least`` bytes the server sent lie unread in the socket: it is readable
+    only then (``SO_RCVLOWAT``), or once the connection ended (which the check below fails)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, at_least)
+    await trio.lowlevel.wait_readable(sock)
+    assert unread_bytes(sock) >= at_least
 
 
 async def open_streams(client: httpx.AsyncClient, kind: str) -> float:
@@ -237,16 +245,17 @@ async def test_a_stalled_client_is_dropped_and_shutdown_still_meets_its_deadline
                     readers.start_soon(follow)
                     with trio.fail_after(60):
                         await got_last.wait()  # 10 MB read while the other reader stalls
-                    with trio.fail_after(stalled_s + 20):
-                        while await open_streams(client, "job") > 1:
-                            await trio.sleep(0.05)  # the kernel drops the stalled reader
+                    async def dropped() -> bool:  # the stalled reader (a gauge: no event)
+                        return await open_streams(client, "job") <= 1
+
+                    await wait_until(dropped, timeout=stalled_s + 20,
+                                     what="the stalled reader dropped")
                     first_stalled.close()
 
                     # A reader that stalls just before shutdown (a replay of the 10 MB).
                     second_stalled = stalled_socket(url, path, runtime.api_key)
                     with trio.fail_after(20):
-                        while unread_bytes(second_stalled) == 0:
-                            await trio.sleep(0.01)
+                        await wait_unread(second_stalled, 1)
                     stopped_at = trio.current_time()
                     stop.set()
             flag.touch()

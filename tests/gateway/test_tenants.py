@@ -32,7 +32,7 @@ from typer.testing import CliRunner, Result
 from alallo.runtime._key_cache import KEY_CACHE_TTL_S
 from alallo.cli import app
 from gateway.app import ROUTES
-from support import EXAMPLES, FINAL, LiveServer, server_env
+from support import EXAMPLES, FINAL, LiveServer, server_env, wait_until_sync
 
 
 def operator(server: LiveServer, *args: str, check: bool = True) -> Result:
@@ -62,13 +62,20 @@ def simulated(file_id: str, steps: int, delay: float = 0.0) -> dict[str, Any]:
 
 
 def wait_final(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    """The job's final state: the last job item of its stream, which ends after it."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/fine_tuning/jobs/{job_id}").json()
-        if job["status"] in FINAL:
-            return dict(job)
-        time.sleep(0.05)
-    raise AssertionError(f"{job_id} did not finish in 60 s")
+    job: dict[str, Any] | None = None
+    with connect_sse(client, "GET", f"/v1/fine_tuning/jobs/{job_id}/stream",
+                     timeout=httpx.Timeout(60)) as source:
+        assert source.response.status_code == 200, source.response.status_code
+        for sse in source.iter_sse():  # a keep-alive comes every 15 s at least
+            assert time.monotonic() < deadline, f"{job_id} did not finish in 60 s"
+            if sse.event == "done":
+                break
+            if sse.event == "job":
+                job = json.loads(sse.data)
+    assert job is not None and job["status"] in FINAL, job
+    return job
 
 
 @dataclass
@@ -325,11 +332,11 @@ def test_a_revoked_key_answers_401_everywhere(tenants: Tenants) -> None:
         revoked = operator(server, "keys", "revoke", created["prefix"])
         assert f"Revoked key {created['prefix']}… of {other_id}." in revoked.stdout
         # The CLI is another process: the server trusts a key it found for
-        # KEY_CACHE_TTL_S seconds (docs/performance.md), then reads the store again.
-        deadline = time.monotonic() + KEY_CACHE_TTL_S + 10
-        while (client.get(f"/v1/fine_tuning/jobs/{tenants.other_job}").status_code == 200
-               and time.monotonic() < deadline):
-            time.sleep(0.2)
+        # KEY_CACHE_TTL_S seconds (docs/performance.md), then reads the store again; the
+        # expiry of its cache gives no event.
+        wait_until_sync(
+            lambda: client.get(f"/v1/fine_tuning/jobs/{tenants.other_job}").status_code != 200,
+            timeout=KEY_CACHE_TTL_S + 10, what="the revoked key refused")
 
         for method, template in AUTHENTICATED:
             response = _request(client, method, template, tenants)

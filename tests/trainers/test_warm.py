@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from support import wait_exited
 
 from alallo import Job, JobStatus, Runtime, Settings
 from alallo.executors import _warm
@@ -63,9 +64,8 @@ async def test_the_next_job_succeeds_after_the_warm_process_died(tmp_path: Path)
         dead = warm.pid
         assert dead is not None
         os.kill(dead, signal.SIGKILL)
-        with trio.fail_after(10):
-            while warm.alive():
-                await trio.sleep(0.02)
+        await wait_exited([dead], timeout=10)
+        assert not warm.alive()
         second = await run_job(rt, simulated)
     assert first.status is second.status is JobStatus.SUCCEEDED
     assert second.attempt == 1, "no restart: it started on the new warm process"
