@@ -71,29 +71,42 @@ class FineTuningJob(TypedDict):
     id: str
     """``ft-…``."""
     object: Literal["fine_tuning.job"]
+    """Always ``fine_tuning.job``."""
     name: str | None
+    """The name given at create, shown in the Jobs tab; None if none."""
     model: str
+    """The base model, e.g. ``alallo/tiny-gpt2`` (as ``create_job(model=...)`` took it)."""
     training_file: str
+    """The training file's id (``file-…``)."""
     validation_file: str | None
+    """The validation file's id, or None."""
     suffix: str | None
+    """Up to 64 characters added to the fine-tuned model's name, or None."""
     method: str
     """``supervised``."""
     adapter: Literal["lora", "full"]
+    """``lora`` (an adapter on the frozen model) or ``full`` (every weight)."""
     precision: Literal["16-bit", "4-bit"]
+    """The weights' precision while training (``4-bit``: QLoRA, on a GPU)."""
     goal: Literal["lowest_cost", "fastest_finish"]
+    """What the plan was chosen for: the lowest price or the earliest finish."""
     trainer: str
     """``trl``, ``simulated`` or ``command``."""
     hyperparameters: dict[str, Any]
     """The settings the trainer gets, defaults filled in."""
     status: JobStatusName
+    """``queued``, ``running``, ``re-scheduling``, ``cancelling``; final: ``succeeded``,
+    ``failed``, ``cancelled``."""
     message: str | None
     """What users read next to the status, e.g. ``Starting``."""
     progress: Progress
+    """Steps done, of how many, and the latest loss."""
     time_left: TimeRange | None
     """Estimated time left; None when not running."""
     estimate: TimeRange
     """The whole run's estimated duration, from its plan."""
     price: Price
+    """The estimated price range, and what was charged and refunded (USD)."""
     plan: EstimatePlan
     """The devices the job runs on."""
     placement: dict[str, Any] | None
@@ -101,21 +114,29 @@ class FineTuningJob(TypedDict):
     queue_position: int | None
     """Place in the queue while waiting for devices (1: next)."""
     created_at: int
+    """Unix seconds."""
     started_at: int | None
+    """Unix seconds it first started running; None before."""
     finished_at: int | None
+    """Unix seconds it reached a final status; None while live."""
     estimated_finish: int | None
     """Unix seconds, the long end of ``time_left`` from now."""
     attempt: int
     """1, then one more each time the job is moved or resumed."""
     checkpoint: LatestCheckpoint | None
+    """The latest checkpoint the trainer saved; None before the first."""
     fine_tuned_model: str | None
+    """Where the trained model is, once the job succeeded; None before."""
     error: JobError | None
+    """Why the job failed; None unless it did."""
     seq: int
     """The job's sequence number of this state (the stream's ``id``)."""
     integrations: list[dict[str, Any]]
     """As given, without secrets (a W&B ``api_key`` is left out)."""
     seed: int | None
+    """The random seed the trainer used, if one was given."""
     metadata: dict[str, str] | None
+    """The key-value pairs given at create, returned as they are."""
 
 
 class JobList(TypedDict):
@@ -130,16 +151,25 @@ class JobEvent(TypedDict):
     """One entry of a job's events list (``iter_events``, and ``event`` stream items)."""
 
     id: str
+    """``<job id>-event-<seq>``."""
     object: Literal["fine_tuning.job.event"]
+    """Always ``fine_tuning.job.event``."""
     seq: int
     """Its place in the job's sequence (``after`` of ``list_events``)."""
     created_at: int
+    """Unix seconds."""
     level: Literal["info", "warning", "error"]
+    """How much it matters."""
     type: str
+    """E.g. ``JOB_PENDING``, ``CHECKPOINT_SAVE``, ``JOB_COMPLETE`` (the seeds' event list)."""
     message: str
+    """As users read it, e.g. ``Checkpoint saved at step 10``."""
     hash: str | None
+    """A hash of the model, on events that name one; else None."""
     step: int | None
+    """The training step it belongs to, on events that have one; else None."""
     data: dict[str, Any]
+    """What the event carries beyond its message (e.g. a placement's node), by key."""
 
 
 class JobEventList(TypedDict):
