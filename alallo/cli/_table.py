@@ -56,16 +56,40 @@ def fitted_table(console: Console, columns: Sequence[Column],
     # Each column takes its width plus a space either side and one border.
     while droppable and sum(needs[i] + 3 for i in shown) + 1 > console.width:
         shown.remove(droppable.pop(0))
+    widths = _widths(columns, cells, needs, shown, console.width - 3 * len(shown) - 1)
     table = Table()
     for index in shown:
         column = columns[index]
-        if column.keep:
-            table.add_column(column.header, no_wrap=True, min_width=needs[index], overflow="fold")
-        else:
-            table.add_column(column.header, min_width=needs[index], overflow="fold")
+        table.add_column(column.header, no_wrap=column.keep, min_width=needs[index],
+                         width=widths.get(index), overflow="fold")
     for row in cells:
         table.add_row(*(row[index] for index in shown))
     return table
+
+
+def _widths(columns: Sequence[Column], cells: list[list[Text]], needs: list[int],
+            shown: list[int], room: int) -> dict[int, int]:
+    """Fixed widths when the shown columns, unwrapped, are wider than ``room`` (the console's
+    width less padding and borders); none when they fit.
+
+    Rich would then shrink every column, kept ones too, by its own ratios, and on some
+    widths cut a kept value or the table's right edge. Here kept columns get their whole
+    values, and the room left is shared among the wrapping ones, each at least its longest
+    word, the rest in proportion to how much wider it would like to be.
+    """
+    natural = {i: max([Text(columns[i].header).cell_len, *(row[i].cell_len for row in cells)])
+               for i in shown}
+    if sum(natural.values()) <= room:
+        return {}
+    wrapping = [i for i in shown if not columns[i].keep]
+    widths = {i: needs[i] for i in shown}
+    spare = room - sum(widths.values())
+    wants = {i: natural[i] - needs[i] for i in wrapping}
+    total = sum(wants.values())
+    if spare > 0 and total > 0:
+        for i in wrapping:
+            widths[i] += spare * wants[i] // total
+    return widths
 
 
 def _need(column: Column, values: list[Text]) -> int:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
+import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from alallo.cli import app
+from alallo.cli._table import Column, fitted_table
 from test_cli import FakeServer, JobFactory, _clean_env, listing, server  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.unit
 
 JOB_ID = "ft-4a5b6c7d8e9f0a1b2c3d4e5f"
 FILE_ID = "file-3bcd4e5f6a7b8c9d0e1f2a3b"
@@ -98,3 +104,24 @@ def test_create_and_estimate_with_the_simulated_trainer_ask_for_the_same_plan(
     assert "$0.000012 to $0.000031" in estimated
     assert "simulated: its steps take far less time" in created
     assert "simulated: its steps take far less time" in estimated
+
+
+@pytest.mark.parametrize("width", range(60, 201))
+def test_a_table_keeps_its_kept_values_and_its_right_edge_on_every_width(width: int) -> None:
+    """Where the unwrapped table is a little wider than the terminal, rich shrank every
+    column, kept ones too: ``$0.0000`` for ``$0.000026`` and the right border gone at some
+    widths (found at 120-127 columns by a new user)."""
+    columns = [Column("ID", keep=True), Column("Name", drop=4), Column("Model", drop=3),
+               Column("Method", drop=5), Column("Status", keep=True),
+               Column("Progress", drop=2), Column("Time left", drop=1),
+               Column("Price", keep=True)]
+    row = [JOB_ID, "my first fine-tuning run of the sample", "alallo/tiny-gpt2",
+           "supervised lora 16-bit", "succeeded", "36/36 (100%)", "-", "$0.000026"]
+    out = io.StringIO()
+    console = Console(file=out, width=width)
+    console.print(fitted_table(console, columns, [row] * 3))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= width for line in lines)
+    assert all(line.rstrip()[-1] in "┓┃┡│└┘┩┤┐" for line in lines if line.strip()), lines
+    body = [line for line in lines if JOB_ID in line]
+    assert len(body) == 3 and all("$0.000026" in line and "succeeded" in line for line in body)
