@@ -1,5 +1,6 @@
-"""Where a trainer process runs: today a child of this server, started cold or forked from a
-warm process that has imported the trainer's libraries (room for torchrun and Ray next).
+"""Where a trainer process runs: one interface (:class:`Executor`) and two places, a child of
+this server (started cold or forked from a warm process that has imported the trainer's
+libraries) or a Ray job on a node of a Ray cluster (:mod:`alallo.executors._ray`).
 
 A trainer always starts with a scrubbed environment, in its job's directory, as the
 trainer user when the server runs as root, in its own process group, and never outlives
@@ -21,9 +22,21 @@ if TYPE_CHECKING:
     from ._env import hand_over as hand_over
     from ._env import scrubbed_environment as scrubbed_environment
     from ._env import trainer_user as trainer_user
+    from ._executor import Executor as Executor
+    from ._executor import Launch as Launch
+    from ._executor import LineSink as LineSink
+    from ._executor import RunEnd as RunEnd
+    from ._executor import TrainerRun as TrainerRun
+    from ._local import LocalExecutor as LocalExecutor
     from ._local import TrainerProcess as TrainerProcess
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
+    "Executor": ("._executor", "Executor"),
+    "Launch": ("._executor", "Launch"),
+    "LineSink": ("._executor", "LineSink"),
+    "LocalExecutor": ("._local", "LocalExecutor"),
+    "RunEnd": ("._executor", "RunEnd"),
+    "TrainerRun": ("._executor", "TrainerRun"),
     "TrainerProcess": ("._local", "TrainerProcess"),
     "TrainerUser": ("._env", "TrainerUser"),
     "hand_over": ("._env", "hand_over"),
@@ -33,6 +46,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["TrainerProcess", "TrainerUser", "hand_over", "scrubbed_environment", "trainer_user"]
+__all__ = ["Executor", "Launch", "LineSink", "LocalExecutor", "RunEnd", "TrainerProcess", "TrainerRun",
+           "TrainerUser", "hand_over", "scrubbed_environment", "trainer_user"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -39,9 +39,10 @@ import trio
 
 from . import _warm
 from ._env import TrainerUser, scrubbed_environment
+from ._executor import Launch, LineSink, RunEnd
 from ._posix import die_with_parent, kill_group, take_on_user
 
-__all__ = ["TrainerProcess"]
+__all__ = ["LocalExecutor", "TrainerProcess"]
 
 _MAX_LINE = 64 * 1024
 
@@ -178,3 +179,48 @@ class TrainerProcess:
         kill_group(process.pid, signal.SIGKILL)
         return await process.wait()
 
+
+
+class LocalExecutor:
+    """Runs each trainer as a child process of this server (:class:`TrainerProcess`).
+
+    Args:
+        grace_s: seconds between SIGTERM and SIGKILL when a run is stopped.
+        shared_env: variables every trainer gets (``Settings.trainer_env``).
+        warm: fork built-in trainers from a warm process (``ALALLO_WARM_TRAINERS``).
+        user: run trainers as this unprivileged user (the server runs as root); None: as
+            the server.
+    """
+
+    name = "local"
+
+    def __init__(self, *, grace_s: float, shared_env: Mapping[str, str] | None = None,
+                 warm: bool = False, user: TrainerUser | None = None) -> None:
+        self.grace_s = grace_s
+        self.shared_env = dict(shared_env or {})
+        self.warm = warm
+        self.user = user
+
+    def trainer(self, launch: Launch) -> _LocalRun:
+        """A child process running ``launch.command`` in ``launch.cwd``; its devices come
+        in ``launch.env`` (``CUDA_VISIBLE_DEVICES``, :func:`alallo.runtime._launch.trainer_env`)."""
+        return _LocalRun(TrainerProcess(
+            launch.command, cwd=launch.cwd, output_log=launch.output_log, grace_s=self.grace_s,
+            env=launch.env, shared_env=self.shared_env, warm=self.warm, user=self.user))
+
+
+class _LocalRun:
+    """A :class:`~alallo.executors._executor.TrainerRun` over a :class:`TrainerProcess`."""
+
+    def __init__(self, process: TrainerProcess) -> None:
+        self.process = process
+        self.end: RunEnd | None = None
+
+    async def run(self, on_line: LineSink) -> RunEnd:
+        try:
+            await self.process.run(on_line)
+        finally:
+            if self.process.pid is not None:  # it started: its end is known now
+                self.end = RunEnd(self.process.returncode)
+        assert self.end is not None
+        return self.end

@@ -12,10 +12,11 @@ from dataclasses import replace
 
 from .._errors import SettingError
 from ..capacity import Gpu, Pool, declared_problem, detect_gpus, local_node
+from ..executors import Executor, LocalExecutor, TrainerUser
 from ..jobs import DEVICE_TYPES
 from ..settings import Settings
 
-__all__ = ["open_pool"]
+__all__ = ["open_executor", "open_pool"]
 
 
 def open_pool(settings: Settings, gpus: Sequence[Gpu] | None = None) -> Pool:
@@ -49,3 +50,9 @@ def open_pool(settings: Settings, gpus: Sequence[Gpu] | None = None) -> Pool:
         return Pool(specs, types)
     except ValueError as exc:
         raise SettingError(f"ALALLO_NODES: {exc}", param="nodes") from None
+
+
+def open_executor(settings: Settings, user: TrainerUser | None) -> Executor:
+    """Where this server's trainers run: child processes of its own (run as ``user``)."""
+    return LocalExecutor(grace_s=settings.cancel_grace_s, shared_env=settings.trainer_env,
+                         warm=settings.warm_trainers, user=user)

@@ -29,7 +29,7 @@ from .._errors import InvalidRequest
 from .._money import format_money
 from .._status import EventType, JobStatus
 from ..capacity import Acquire, Grant, Release
-from ..executors import TrainerProcess, hand_over
+from ..executors import Launch, RunEnd, TrainerRun, hand_over
 from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from ..store import LeaseLost
 from ..trainers import Checkpoint, Error, Log, parse_line
@@ -175,10 +175,12 @@ class JobActor(Actor[JobMessage]):
                     plan=grant.plan, placement=placement_view(grant.placement)))
             case _TrainerLine(text=text):
                 await self._on_line(text, now)
-            case _TrainerEnded(returncode=code):
+            case _TrainerEnded(returncode=code, node_lost=lost):
                 # The run counts as running until its end is handled here: lines it
                 # printed before it ended are still queued, and handling them must
                 # not start the next run (whose start this stale end would then fail).
+                if lost is not None:  # not the trainer's doing: the job moves, resumed
+                    await self._apply(lifecycle.Rescheduled(now=now, reason=lost))
                 self._running = False
                 await self._apply(lifecycle.TrainerExited(
                     returncode=code, now=now, max_restarts=self._ctx.settings.max_restarts))
@@ -280,7 +282,7 @@ class JobActor(Actor[JobMessage]):
                 await self.ref.tell(_NotAvailable(False, replanned.detail))
                 return await self._end_run(None)
             options = replanned.options
-        process: TrainerProcess | None = None
+        process: TrainerRun | None = None
         send, receive = trio.open_memory_channel[Grant](1)
         with trio.CancelScope() as self._run_scope:
             try:
@@ -305,7 +307,7 @@ class JobActor(Actor[JobMessage]):
             self.ref.try_tell(_Waiting(position))
 
     async def _launch(self, job: Job, grant: Grant,
-                      cause: str | None) -> TrainerProcess | None:
+                      cause: str | None) -> TrainerRun | None:
         """Start the trainer on the granted placement and run it to its end (None: it
         could not start; the reason goes to the job as an error line)."""
         rt = self._ctx
@@ -352,13 +354,13 @@ class JobActor(Actor[JobMessage]):
             await self._line(Error(kind="user", message=exc.message).model_dump_json())
             return None
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
-        process = TrainerProcess(
+        placement = grant.placement
+        process = rt.executor.trainer(Launch(
             command, cwd=attempt_dir, output_log=attempt_dir / "trainer-output.log",
-            grace_s=rt.settings.cancel_grace_s, warm=rt.settings.warm_trainers,
-            env=trainer_env(attempt_dir, rt.trainer_user, grant.placement),
-            shared_env=rt.settings.trainer_env,
-            user=rt.trainer_user,
-        )
+            run_id=f"{job.id}-attempt-{job.attempt + 1}", node=placement.node,
+            device_type=placement.device_type, devices=placement.devices,
+            device_indices=placement.device_indices,
+            env=trainer_env(attempt_dir, rt.trainer_user, placement)))
         async with trio.open_nursery() as run:
             run.start_soon(self._watch_limits, job.ran_s)
             try:
@@ -371,9 +373,10 @@ class JobActor(Actor[JobMessage]):
             run.cancel_scope.cancel()
         return process
 
-    async def _end_run(self, process: TrainerProcess | None) -> None:
+    async def _end_run(self, process: TrainerRun | None) -> None:
         self._run_scope = None
-        await self.ref.tell(_TrainerEnded(process.returncode if process else None))
+        end = (process.end if process else None) or RunEnd(None)
+        await self.ref.tell(_TrainerEnded(end.returncode, end.node_lost))
 
     async def _watch_limits(self, ran_s: float) -> None:
         """Tell the job when it has run too long: the budget, then the time limit."""

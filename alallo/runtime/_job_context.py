@@ -20,7 +20,7 @@ from actors import ActorRef
 from .._trainer_registry import TrainerRegistry
 from ..capacity import Catalogue, PlanOptions, SchedulerMessage
 from ..cluster import CheckpointStorage, Cluster
-from ..executors import TrainerUser
+from ..executors import Executor, TrainerUser
 from ..jobs import Job
 from ..settings import Settings
 from ..store import Store
@@ -78,6 +78,10 @@ class JobContext(Protocol):
         """The user trainers run as (None: the server's own)."""
 
     @property
+    def executor(self) -> Executor:
+        """Where its trainer runs: this machine or a Ray cluster (:mod:`alallo.executors`)."""
+
+    @property
     def checkpoint_storage(self) -> CheckpointStorage:
         """The shared checkpoint location, if any (:mod:`alallo.cluster._checkpoint_storage`)."""
 
@@ -128,6 +132,7 @@ class RuntimeJobContext:
     catalogue: Catalogue
     trainers: TrainerRegistry
     trainer_user: TrainerUser | None
+    executor: Executor
     checkpoint_storage: CheckpointStorage
     store: Store
     cluster: Cluster

@@ -62,6 +62,7 @@ class _TrainerLine:
 @dataclass(frozen=True)
 class _TrainerEnded:
     returncode: int | None
+    node_lost: str | None = None
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._devices import open_pool
+from ._devices import open_executor, open_pool
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -127,7 +127,7 @@ class Runtime:
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
             trainer_user=self.trainer_user, checkpoint_storage=self.checkpoint_storage,
-            store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
+            executor=open_executor(self.settings, self.trainer_user), store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
             scheduler_of=lambda: self.scheduler, bus=self.bus,
             replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))

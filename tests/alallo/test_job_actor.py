@@ -37,6 +37,7 @@ from alallo.capacity import (
     plan_options,
 )
 from alallo.cluster import CheckpointStorage
+from alallo.executors import Executor, Launch, LineSink, LocalExecutor, RunEnd, TrainerRun
 from alallo.jobs import (
     Event,
     Job,
@@ -55,6 +56,7 @@ from alallo.runtime._job_messages import CancelJob, RescheduleJob
 from alallo.runtime._starter import JOB_ACTOR_BACKOFF, JOB_ACTOR_INTENSITY
 from alallo.settings import Settings
 from alallo.store import LeaseLost, StoreUnavailable
+from alallo.trainers import Checkpoint, parse_line
 from alallo.trainers.simulated import fake_loss
 
 pytestmark = pytest.mark.unit
@@ -114,6 +116,7 @@ class FakeContext:
         self.trainers = TrainerRegistry([])
         self.trainer_user = None
         self.checkpoint_storage = CheckpointStorage(None)
+        self.executor: Executor = LocalExecutor(grace_s=settings.cancel_grace_s)
         self.scheduler: Any = None
         self.jobs = {job.id: job}
         self.job_id = job.id
@@ -213,6 +216,42 @@ class FakeContext:
         """Every step charged, once per time it was charged, in order."""
         return [step for c in self.commits for e in c.entries if e.kind == "charge"
                 for step in range(e.first_step, e.last_step + 1)]
+
+
+class LosesItsNodeOnce:
+    """Runs trainers here, but the first run's node is lost right after its first checkpoint:
+    the run ends as a Ray run ends when its raylet dies (`RunEnd.node_lost`)."""
+
+    name = "local"
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.lost = False
+
+    def trainer(self, launch: Launch) -> TrainerRun:
+        run = self.inner.trainer(launch)
+        if self.lost:
+            return run
+        self.lost = True
+        return _LostAfterCheckpoint(run, launch.node)
+
+
+class _LostAfterCheckpoint:
+    def __init__(self, inner: TrainerRun, node: str) -> None:
+        self.inner = inner
+        self.node = node
+        self.end: RunEnd | None = None
+
+    async def run(self, on_line: LineSink) -> RunEnd:
+        async with trio.open_nursery() as nursery:
+            async def forward(text: str) -> None:
+                await on_line(text)
+                if isinstance(parse_line(text), Checkpoint):
+                    nursery.cancel_scope.cancel()  # the node goes away: the trainer with it
+
+            nursery.start_soon(self.inner.run, forward)
+        self.end = RunEnd(None, node_lost=f"node {self.node} was lost")
+        return self.end
 
 
 class Snapshots:
@@ -389,6 +428,26 @@ async def test_a_draining_node_moves_the_job_on_from_its_checkpoint(tmp_path: Pa
     assert done.attempt == 2 and done.progress.step == 40
     assert ctx.charged_steps() == list(range(1, 41))
     assert ctx.capacity == [("acquire", done.id), ("release", done.id)] * 2
+
+
+async def test_a_lost_node_moves_the_job_on_from_its_checkpoint_charging_each_step_once(
+        tmp_path: Path) -> None:
+    ctx = fake_context(tmp_path, steps=40, delay=0.05)
+    ctx.executor = LosesItsNodeOnce(ctx.executor)
+    async with supervised(ctx) as (supervisor, _):
+        done = await ctx.wait_final(supervisor)
+    assert ctx.statuses() == [Q, RUNNING, JobStatus.RE_SCHEDULING, RUNNING, DONE]
+    events = ctx.events()
+    assert [e.message for e in events if e.type is EventType.JOB_RESCHEDULED] == [
+        "Job re-scheduled: node n1 was lost"]
+    assert [e.message for e in events if e.type is EventType.JOB_RESTARTED] == [
+        "Job restarted from the checkpoint at step 10: re-scheduled: node n1 was lost"]
+    assert "Resuming from checkpoint at step 10" in ctx.lines(attempt=2)
+    assert done.attempt == 2 and done.progress.step == 40
+    assert done.restarts == 0, "a lost node is not a failure of the job's run"
+    assert ctx.charged_steps() == list(range(1, 41))
+    assert ctx.capacity == [("acquire", done.id), ("release", done.id)] * 2
+    assert not ctx.notified
 
 
 async def test_a_crashed_actor_restarts_from_its_last_commit(tmp_path: Path) -> None:
