@@ -14,7 +14,7 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[train,dev]'
+	$(PIP) install -q -e '.[train,dev,ray]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)

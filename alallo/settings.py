@@ -148,6 +148,15 @@ class Settings(BaseSettings):
     path); an fsspec URL (``s3://bucket/alallo``, ``file:///mnt/alallo``) gets a copy
     of each upload (before it is answered) and of each checkpoint (before it is
     recorded), fetched by a process that needs them and lacks them."""
+    ray_address: str | None = None
+    """A Ray cluster to train on: the http address of its dashboard, the one ``ray job
+    submit --address`` takes (``http://10.0.0.1:8265``). The capacity pool is then the
+    cluster's alive nodes, followed as they join and leave, and each trainer runs as a Ray
+    job on its planned node (``docs/clusters.md``). Needs ``shared_dir``."""
+    shared_dir: Path | None = None
+    """A directory every node of the Ray cluster mounts at the same path (NFS, a shared
+    volume): jobs' directories (configs, checkpoints, models), training files and models
+    are kept there instead of under ``data_dir``; the store stays in ``data_dir``."""
     checkpoint_url: str | None = None
     """The older name of ``storage_url`` (it now holds uploads too); setting both to
     different URLs is an error."""
@@ -203,15 +212,17 @@ class Settings(BaseSettings):
 
     @property
     def files_dir(self) -> Path:
-        """Uploaded training files, one per file id."""
-        return self.data_dir / "files"
+        """Uploaded training files, one per file id (under ``shared_dir`` when set)."""
+        return (self.shared_dir or self.data_dir) / "files"
 
     @property
     def jobs_dir(self) -> Path:
-        """Per-job work: config, checkpoints, the fine-tuned model."""
-        return self.data_dir / "jobs"
+        """Per-job work: config, checkpoints, the fine-tuned model (under ``shared_dir``
+        when set)."""
+        return (self.shared_dir or self.data_dir) / "jobs"
 
     @property
     def models_dir(self) -> Path:
-        """Base models alallo builds or caches locally (e.g. ``alallo/tiny-gpt2``)."""
-        return self.data_dir / "models"
+        """Base models alallo builds or caches locally (e.g. ``alallo/tiny-gpt2``; under
+        ``shared_dir`` when set)."""
+        return (self.shared_dir or self.data_dir) / "models"

@@ -20,6 +20,7 @@ from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._catalogue import TINY_GPT2 as TINY_GPT2
+    from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
     from ._hardware import Gpu as Gpu
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._pool import Pool as Pool
     from ._scheduler import Acquire as Acquire
     from ._scheduler import Drain as Drain
+    from ._scheduler import FollowNodes as FollowNodes
     from ._scheduler import Grant as Grant
     from ._scheduler import QueueSnapshot as QueueSnapshot
     from ._scheduler import Release as Release
@@ -47,7 +49,9 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Catalogue": ("._catalogue", "Catalogue"),
     "CatalogueModel": ("._catalogue", "CatalogueModel"),
     "Drain": ("._scheduler", "Drain"),
+    "FollowNodes": ("._scheduler", "FollowNodes"),
     "Gpu": ("._hardware", "Gpu"),
+    "UNKNOWN_GPU_TFLOPS": ("._hardware", "UNKNOWN_GPU_TFLOPS"),
     "Grant": ("._scheduler", "Grant"),
     "Node": ("._pool", "Node"),
     "NodeSpec": ("._pool", "NodeSpec"),
@@ -69,9 +73,10 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["TINY_GPT2", "Acquire", "Catalogue", "CatalogueModel", "Drain", "Gpu", "Grant",
-           "Node", "NodeSpec", "Placement", "PlanOptions", "Pool", "QueueSnapshot", "Release",
-           "Scheduler", "SchedulerMessage", "WaitEstimate", "declared_problem", "detect_gpus",
+__all__ = ["TINY_GPT2", "UNKNOWN_GPU_TFLOPS", "Acquire", "Catalogue", "CatalogueModel",
+           "Drain", "FollowNodes", "Gpu", "Grant", "Node", "NodeSpec", "Placement",
+           "PlanOptions", "Pool", "QueueSnapshot", "Release", "Scheduler",
+           "SchedulerMessage", "WaitEstimate", "declared_problem", "detect_gpus",
            "local_node", "plan_options", "tokens_per_example"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

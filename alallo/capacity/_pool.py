@@ -33,6 +33,9 @@ class NodeSpec(BaseModel):
     count: int = Field(default=1, ge=1, le=1024)
     simulated: bool = False
     """Jobs placed here run the simulated trainer (fleet-scale tests on one machine)."""
+    ray: bool = False
+    """A node of the Ray cluster (named by its Ray node id): the pool follows the cluster's
+    alive nodes (:meth:`Pool.follow`), and its jobs run as Ray jobs there."""
     indices: list[int] | None = None
     """Which of this machine's GPUs the node's devices are (``nvidia-smi``'s indices),
     one per device; None: 0 to ``count - 1``. Two nodes declared on one machine name
@@ -106,6 +109,7 @@ class Pool:
                 detected (a GPU the catalogue does not know) and the CPU at its price.
         """
         types = DEVICE_TYPES if device_types is None else device_types
+        self._types = dict(types)
         self.nodes: dict[str, Node] = {}
         for spec in specs:
             if spec.device not in types:
@@ -144,6 +148,33 @@ class Pool:
         node.held[job_id] = indices
         return Placement(node.spec.name, node.device.name, devices, node.spec.simulated,
                          indices)
+
+    def follow(self, specs: list[NodeSpec],
+               device_types: Mapping[str, DeviceType] | None = None) -> tuple[list[str], list[str]]:
+        """Make the pool's Ray nodes these (the cluster's alive nodes now); other nodes stay.
+
+        A node that left is dropped with what ran there (those jobs' runs end as their node
+        lost, and they move). A node whose devices changed is taken as a new one.
+
+        Args:
+            specs: every alive Ray node (``ray=True``).
+            device_types: device types the new nodes may name beyond the pool's own.
+
+        Returns:
+            The names of the nodes that joined, and of those that left.
+        """
+        types = {**self._types, **(device_types or {})}
+        wanted = {spec.name: spec for spec in specs}
+        left = [name for name, node in self.nodes.items() if node.spec.ray and (
+            name not in wanted or wanted[name] != node.spec)]
+        for name in left:
+            del self.nodes[name]
+        joined = [spec.name for spec in specs if spec.name not in self.nodes
+                  and spec.device in types]
+        for name in joined:
+            self.nodes[name] = Node(wanted[name], types[wanted[name].device])
+        self._types = types
+        return joined, left
 
     def release(self, job_id: str) -> None:
         """Give back whatever the job holds (nothing if it holds nothing)."""

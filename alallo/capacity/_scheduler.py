@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from actors import Actor
 
-from ..jobs import Plan
-from ._pool import Placement, Pool
+from ..jobs import DeviceType, Plan
+from ._pool import NodeSpec, Placement, Pool
 
-__all__ = ["Acquire", "Drain", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
+__all__ = ["Acquire", "Drain", "FollowNodes", "Grant", "QueueSnapshot", "Release", "Scheduler", "SchedulerMessage",
            "WaitEstimate"]
 
 
@@ -96,11 +96,20 @@ class Drain:
 
 
 @dataclass(frozen=True)
+class FollowNodes:
+    """Make the pool's Ray nodes these (:meth:`~alallo.capacity._pool.Pool.follow`), then
+    place what waits; the reply is ``(joined, left)``, the names of the nodes that did."""
+
+    specs: list[NodeSpec]
+    device_types: Mapping[str, DeviceType] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class QueueSnapshot:
     """Ask: the ids of the jobs waiting, in queue order."""
 
 
-SchedulerMessage = Acquire | Release | WaitEstimate | QueueSnapshot | Drain
+SchedulerMessage = Acquire | Release | WaitEstimate | QueueSnapshot | Drain | FollowNodes
 
 
 class Scheduler(Actor[SchedulerMessage]):
@@ -130,6 +139,14 @@ class Scheduler(Actor[SchedulerMessage]):
                 return self._wait_for(plan, queue_ahead=len(self._queue))
             case QueueSnapshot():
                 return [w.request.job_id for w in self._queue]
+            case FollowNodes(specs=specs, device_types=types):
+                joined, left = self.pool.follow(specs, types)
+                for job_id, running in list(self._running.items()):
+                    if running.node in left:  # its run ends as its node lost; it asks again
+                        del self._running[job_id]
+                if joined or left:
+                    self._schedule()
+                return joined, left
             case Drain(node=name, on=on):
                 node = self.pool.nodes[name]
                 node.draining = on

@@ -47,14 +47,16 @@ def _configure_logging(level: int) -> None:
     configure_logging(level)
 
 
-def _settings(host: str | None, port: int | None, data_dir: Path | None) -> Settings:
+def _settings(host: str | None, port: int | None, data_dir: Path | None,
+              ray_address: str | None = None) -> Settings:
     """The settings, or one line saying which one is wrong (exit 1, no traceback)."""
     from pydantic import ValidationError
 
     from alallo import Settings
 
     # Options given on the command line win over ALALLO_* variables.
-    given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir}
+    given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir,
+                             "ray_address": ray_address}
     try:
         return Settings(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
@@ -164,12 +166,18 @@ def _find_os_error(exc: BaseException) -> OSError | None:
     return None
 
 
+RayAddressOption = Annotated[str | None, typer.Option(
+    "--ray-address", help="Train on this Ray cluster: its dashboard's http address, as for "
+    "'ray job submit --address' (needs ALALLO_SHARED_DIR; docs/clusters.md).",
+    show_default=False)]
+
+
 def serve(host: HostOption = None, port: PortOption = None,
-          data_dir: DataDirOption = None) -> None:
+          data_dir: DataDirOption = None, ray_address: RayAddressOption = None) -> None:
     """Run the alallo server: the runtime and the HTTP gateway, until Ctrl-C."""
     console = Console(highlight=False)
     _configure_logging(logging.INFO)
-    _run(_settings(host, port, data_dir), console)
+    _run(_settings(host, port, data_dir, ray_address=ray_address), console)
 
 
 def demo(

@@ -29,12 +29,20 @@ if TYPE_CHECKING:
     from ._executor import TrainerRun as TrainerRun
     from ._local import LocalExecutor as LocalExecutor
     from ._local import TrainerProcess as TrainerProcess
+    from ._ray import RayExecutor as RayExecutor
+    from ._ray_api import RayApi as RayApi
+    from ._ray_api import RayApiError as RayApiError
+    from ._ray_api import RayNode as RayNode
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Executor": ("._executor", "Executor"),
     "Launch": ("._executor", "Launch"),
     "LineSink": ("._executor", "LineSink"),
     "LocalExecutor": ("._local", "LocalExecutor"),
+    "RayApi": ("._ray_api", "RayApi"),
+    "RayApiError": ("._ray_api", "RayApiError"),
+    "RayExecutor": ("._ray", "RayExecutor"),
+    "RayNode": ("._ray_api", "RayNode"),
     "RunEnd": ("._executor", "RunEnd"),
     "TrainerRun": ("._executor", "TrainerRun"),
     "TrainerProcess": ("._local", "TrainerProcess"),
@@ -46,7 +54,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["Executor", "Launch", "LineSink", "LocalExecutor", "RunEnd", "TrainerProcess", "TrainerRun",
-           "TrainerUser", "hand_over", "scrubbed_environment", "trainer_user"]
+__all__ = ["Executor", "Launch", "LineSink", "LocalExecutor", "RayApi", "RayApiError", "RayExecutor",
+           "RayNode", "RunEnd", "TrainerProcess", "TrainerRun", "TrainerUser", "hand_over",
+           "scrubbed_environment", "trainer_user"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -83,6 +83,10 @@ class Executor(Protocol):
 
     name: str
     """``local`` or ``ray`` (for logs, ``GET /v1/capacity`` and the docs)."""
+    fenced: bool
+    """Whether a run may outlive its end (a Ray node cut off from the cluster): its
+    trainer then stops itself once superseded (:mod:`alallo.trainers._fence`) and deletes
+    no checkpoint; the server prunes them."""
 
     def trainer(self, launch: Launch) -> TrainerRun:
         """A run of the trainer ``launch`` describes; nothing starts before ``run``."""

@@ -193,6 +193,7 @@ class LocalExecutor:
     """
 
     name = "local"
+    fenced = False  # a child process never outlives its run (its group is killed)
 
     def __init__(self, *, grace_s: float, shared_env: Mapping[str, str] | None = None,
                  warm: bool = False, user: TrainerUser | None = None) -> None:

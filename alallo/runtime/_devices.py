@@ -1,18 +1,21 @@
-"""The runtime's pool from the settings and this machine's GPUs (docs/clusters.md).
+"""The runtime's pool and executor, from the settings and the hardware (docs/clusters.md).
 
 No node configured: the node ``local`` is what NVML finds, or the CPU. Nodes configured:
 each one that is not simulated must have its GPUs here, or the server refuses to start
-with one line (:class:`~alallo.SettingError`, ``param="nodes"``).
+with one line (:class:`~alallo.SettingError`, ``param="nodes"``). With a Ray cluster
+(``ray_address``), the pool's real nodes are the cluster's (:mod:`alallo.runtime._ray_nodes`)
+and trainers run there (:class:`~alallo.executors.RayExecutor`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import replace
 
 from .._errors import SettingError
 from ..capacity import Gpu, Pool, declared_problem, detect_gpus, local_node
-from ..executors import Executor, LocalExecutor, TrainerUser
+from ..executors import Executor, LocalExecutor, RayApi, RayExecutor, TrainerUser
 from ..jobs import DEVICE_TYPES
 from ..settings import Settings
 
@@ -37,7 +40,12 @@ def open_pool(settings: Settings, gpus: Sequence[Gpu] | None = None) -> Pool:
     types = dict(DEVICE_TYPES, cpu=replace(DEVICE_TYPES["cpu"],
                                            price_per_hour=settings.cpu_price_per_hour))
     specs = settings.nodes
-    if not specs:
+    if settings.ray_address:  # the real nodes are the cluster's, followed once it answers
+        if real := [n.name for n in specs if not n.simulated]:
+            raise SettingError(f"ALALLO_NODES: node {real[0]!r} is not simulated: with a Ray "
+                               "cluster the real nodes are its own; declare only simulated "
+                               "ones", param="nodes")
+    elif not specs:
         spec, unknown = local_node(gpus, cpu_devices=settings.local_cpu_devices,
                                    unknown_price=price)
         specs = [spec]
@@ -53,6 +61,23 @@ def open_pool(settings: Settings, gpus: Sequence[Gpu] | None = None) -> Pool:
 
 
 def open_executor(settings: Settings, user: TrainerUser | None) -> Executor:
-    """Where this server's trainers run: child processes of its own (run as ``user``)."""
-    return LocalExecutor(grace_s=settings.cancel_grace_s, shared_env=settings.trainer_env,
-                         warm=settings.warm_trainers, user=user)
+    """Where this server's trainers run: child processes of its own (run as ``user``), or
+    Ray jobs on the nodes of the cluster at ``ray_address``.
+
+    Raises:
+        SettingError: a Ray cluster without ``shared_dir``, or without Ray installed.
+    """
+    if not settings.ray_address:
+        return LocalExecutor(grace_s=settings.cancel_grace_s, shared_env=settings.trainer_env,
+                             warm=settings.warm_trainers, user=user)
+    if settings.shared_dir is None:
+        raise SettingError(
+            "ALALLO_RAY_ADDRESS needs ALALLO_SHARED_DIR: a directory every node of the Ray "
+            "cluster mounts at the same path (NFS, a shared volume), for the jobs' "
+            "checkpoints, training files and models", param="shared_dir")
+    if importlib.util.find_spec("ray") is None:
+        raise SettingError(
+            "ALALLO_RAY_ADDRESS needs Ray in this environment, which the cluster's nodes "
+            "run too: pip install 'alallo[ray]'", param="ray_address")
+    return RayExecutor(RayApi(settings.ray_address), python=settings.python,
+                       grace_s=settings.cancel_grace_s, shared_env=settings.trainer_env)

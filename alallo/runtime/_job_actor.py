@@ -29,7 +29,7 @@ from .._errors import InvalidRequest
 from .._money import format_money
 from .._status import EventType, JobStatus
 from ..capacity import Acquire, Grant, Release
-from ..executors import Launch, RunEnd, TrainerRun, hand_over
+from ..executors import RunEnd, TrainerRun, hand_over
 from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from ..store import LeaseLost
 from ..trainers import Checkpoint, Error, Log, parse_line
@@ -48,10 +48,11 @@ from ._job_messages import (
 )
 from ._launch import (
     command_refusal,
+    launch,
     model_refusal,
+    prune_checkpoints,
     trainer_command,
     trainer_config,
-    trainer_env,
     users_own_command,
 )
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
@@ -210,7 +211,12 @@ class JobActor(Actor[JobMessage]):
                 return
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
         else:
+            before = self.job.checkpoint
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
+            if isinstance(message, Checkpoint) and self._ctx.executor.fenced:
+                keep = {message.path} | ({before.path} if before else set())
+                await trio.to_thread.run_sync(prune_checkpoints,
+                                              self._ctx.settings.jobs_dir / self._job_id, keep)
 
     async def _apply(self, event: lifecycle.Input) -> None:
         before = self.job
@@ -334,9 +340,9 @@ class JobActor(Actor[JobMessage]):
                 resume_from = await rt.checkpoint_storage.fetch(
                     job.id, job.checkpoint.path, workdir / "checkpoints")
             config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
-                                    workdir=workdir, resume_from=resume_from,
-                                    training_file=training_file,
-                                    data_format=data_format)
+                                    workdir=workdir, run_dir=attempt_dir,
+                                    resume_from=resume_from, training_file=training_file,
+                                    data_format=data_format, fenced=rt.executor.fenced)
             payload = config.model_dump_json(indent=2)
             config_path = attempt_dir / "config.json"
             config_path.write_text(payload)
@@ -354,13 +360,8 @@ class JobActor(Actor[JobMessage]):
             await self._line(Error(kind="user", message=exc.message).model_dump_json())
             return None
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
-        placement = grant.placement
-        process = rt.executor.trainer(Launch(
-            command, cwd=attempt_dir, output_log=attempt_dir / "trainer-output.log",
-            run_id=f"{job.id}-attempt-{job.attempt + 1}", node=placement.node,
-            device_type=placement.device_type, devices=placement.devices,
-            device_indices=placement.device_indices,
-            env=trainer_env(attempt_dir, rt.trainer_user, placement)))
+        process = rt.executor.trainer(launch(job, grant.placement, command, attempt_dir,
+                                             rt.trainer_user))
         async with trio.open_nursery() as run:
             run.start_soon(self._watch_limits, job.ran_s)
             try:

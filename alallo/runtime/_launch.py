@@ -9,17 +9,21 @@ simulated node the simulated trainer runs whatever the job asked for.
 
 from __future__ import annotations
 
+import secrets
+import shutil
 from pathlib import Path
 
 from .._trainer_registry import TrainerRegistry
 from ..capacity import Catalogue, Grant, Placement
-from ..executors import TrainerUser
+from ..executors import Launch, TrainerUser
 from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
 from ..trainers import TrainerConfig, WandbConfig
 
-__all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "model_refusal", "trainer_command", "trainer_config",
-           "trainer_env", "users_own_command"]
+__all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "launch",
+           "model_refusal",
+           "prune_checkpoints", "trainer_command", "trainer_config", "trainer_env",
+           "users_own_command"]
 
 COMMANDS_NOT_ALLOWED = (
     "this account may not run a command of its own on the server: the operator registers "
@@ -60,12 +64,16 @@ def model_refusal(model: str, *, allow_commands: bool) -> str | None:
 
 
 def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Catalogue,
-                   workdir: Path, resume_from: str | None, training_file: str,
-                   data_format: str) -> TrainerConfig:
+                   workdir: Path, run_dir: Path, resume_from: str | None, training_file: str,
+                   data_format: str, fenced: bool = False) -> TrainerConfig:
     """The config file's contents for one run of the job (``docs/trainer-protocol.md``).
 
     Args:
-        workdir: the job's directory (absolute); checkpoints and the model go below it.
+        workdir: the job's directory (absolute); the model goes below it.
+        run_dir: this run's directory (``attempt-<n>`` in ``workdir``): its checkpoints go
+            there, so that a run that outlives its end never writes into another's.
+        fenced: the run may outlive its end (a Ray node cut off): the trainer then deletes
+            no checkpoint (:func:`prune_checkpoints` does, on the server).
         resume_from: the local checkpoint directory to continue from, or None.
         training_file: the local path of the training file.
         data_format: the training file's format, as checked on upload.
@@ -93,7 +101,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         training_file=training_file,
         data_format=data_format,  # type: ignore[arg-type]
         output_dir=str(workdir / "model"),
-        checkpoint_dir=str(workdir / "checkpoints"),
+        checkpoint_dir=str(run_dir / "checkpoints"),
+        keep_checkpoints=None if fenced else 2,
         resume_from=resume_from,
         adapter=spec.adapter,
         precision=spec.precision,
@@ -113,6 +122,14 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
         wandb=wandb,
     )
+
+
+def prune_checkpoints(workdir: Path, keep: set[str]) -> None:
+    """Delete the job's checkpoints (of every run) but those in ``keep``: the newest two
+    recorded, one of which the job resumes from. Blocking (run it in a thread)."""
+    for path in workdir.glob("attempt-*/checkpoints/checkpoint-*"):
+        if str(path) not in keep:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
@@ -139,6 +156,19 @@ def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
                 str(grant.placement.devices), "--standalone", "-m", f"alallo.trainers.{module}",
                 str(config_path)]
     return [python, "-m", f"alallo.trainers.{module}", str(config_path)]
+
+
+def launch(job: Job, placement: Placement, command: list[str], run_dir: Path,
+           user: TrainerUser | None) -> Launch:
+    """What the executor needs to run the job's next attempt in ``run_dir``. The run's id is
+    new each time (``<job>-attempt-<n>-<6 hex>``): a start repeated after a crash of this
+    server is another run, and fences the one before."""
+    return Launch(command, cwd=run_dir, output_log=run_dir / "trainer-output.log",
+                  run_id=f"{job.id}-attempt-{job.attempt + 1}-{secrets.token_hex(3)}",
+                  node=placement.node,
+                  device_type=placement.device_type, devices=placement.devices,
+                  device_indices=placement.device_indices,
+                  env=trainer_env(run_dir, user, placement))
 
 
 def trainer_env(run_dir: Path, user: TrainerUser | None,

@@ -49,6 +49,7 @@ from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
 from ._devices import open_executor, open_pool
+from ._ray_nodes import follow_ray_nodes
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -181,6 +182,8 @@ class Runtime:
         self.store.announce_as = self.cluster.node_id
         self._background = await self._stack.enter_async_context(trio.open_nursery())
         await self._stack.enter_async_context(self.actors.open())
+        await self._stack.enter_async_context(follow_ray_nodes(  # a Ray cluster's nodes
+            self.job_context.executor, settings, lambda: self.scheduler))
         await self._stack.enter_async_context(self.starter.open())  # at exit: stop starting first
         # Recovery: the live jobs are read in bulk and their actors start in the
         # background; the runtime serves at once.

@@ -88,6 +88,10 @@ class TrainerConfig(BaseModel):
     """Report the loss every this many steps (the seeds: every 10 steps)."""
     save_steps: int = Field(default=10, gt=0)
     """Save a checkpoint every this many steps."""
+    keep_checkpoints: int | None = Field(default=2, gt=0)
+    """How many of its newest checkpoints the trainer keeps (it deletes older ones); None:
+    it deletes none, the server does. On a Ray cluster a run cut off from the cluster
+    goes on for a while and must not delete the checkpoint its job resumes from."""
     step_delay_s: float = Field(default=0.0, ge=0)
     """Simulated trainer only: seconds each step takes."""
     fail_at_step: int | None = None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._data import tree_hash
+from ._fence import exit_if_superseded
 from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, emit
 from ._wandb import WandbRun
 
@@ -79,6 +80,8 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
             self._held: int | None = None
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if control.should_save:  # a superseded run saves nothing (a cut-off node's)
+                exit_if_superseded()
             self._flush(state)
             if state.global_step >= state.max_steps:
                 control.should_log = True  # the last step's loss, not just every logging_steps

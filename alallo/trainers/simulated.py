@@ -34,6 +34,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows
+from ._fence import exit_if_superseded
 from ._protocol import (
     Checkpoint,
     Done,
@@ -52,7 +53,6 @@ STATE_FILE = "trainer_state.json"
 """The checkpoint file holding ``{"global_step": N}``."""
 MODEL_FILE = "simulated_model.json"
 """The file the simulated trainer writes into ``output_dir``."""
-_KEEP_CHECKPOINTS = 2
 
 
 class _PlatformFailure(RuntimeError):
@@ -141,11 +141,13 @@ def _train(config: TrainerConfig) -> None:
             if run is not None:
                 run.log({"train/loss": loss}, step=step)
         if last or step % config.save_steps == 0:
-            path = _save_checkpoint(Path(config.checkpoint_dir), step)
+            exit_if_superseded()  # a superseded run (a cut-off node's) saves nothing
+            path = _save_checkpoint(Path(config.checkpoint_dir), step, config.keep_checkpoints)
             emit(Checkpoint(step=step, path=str(path), hash=file_hash(path / STATE_FILE)))
             emit(Log(text=f"Checkpoint saved at step {step}"))
     if run is not None:
         run.finish()
+    exit_if_superseded()
     model_file = _save_model(config)
     emit(Log(text="Training complete"))
     emit(Done(model_path=config.output_dir, hash=file_hash(model_file)))
@@ -180,16 +182,18 @@ def _checkpoint_step(path: Path) -> int:
         ) from exc
 
 
-def _save_checkpoint(checkpoint_dir: Path, step: int) -> Path:
+def _save_checkpoint(checkpoint_dir: Path, step: int, keep: int | None) -> Path:
     path = checkpoint_dir / f"checkpoint-{step}"
     path.mkdir(parents=True, exist_ok=True)
     (path / STATE_FILE).write_text(json.dumps({"global_step": step}))
+    if keep is None:
+        return path
     # Keep the newest checkpoints only, as the real trainer's save_total_limit does.
     older = sorted(
         (p for p in checkpoint_dir.glob("checkpoint-*") if _suffix_step(p) not in (None, step)),
         key=lambda p: _suffix_step(p) or 0,
     )
-    for stale in older[: max(0, len(older) - (_KEEP_CHECKPOINTS - 1))]:
+    for stale in older[: max(0, len(older) - (keep - 1))]:
         shutil.rmtree(stale, ignore_errors=True)
     return path
 

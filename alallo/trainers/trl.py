@@ -57,6 +57,7 @@ from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows
 from ._env import QUIET_ENV
+from ._fence import exit_if_superseded
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
 from ._ranks import die_with_launcher, rank, world_size
 from ._trl_model import (
@@ -76,7 +77,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_SAVE_TOTAL_LIMIT = 2
 _ONE_THREAD_BELOW_PARAMS = 10_000_000
 
 
@@ -201,6 +201,7 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     trainer.train(resume_from_checkpoint=config.resume_from)
     if run is not None:
         run.finish()
+    exit_if_superseded()
     trainer.save_model(config.output_dir)  # by rank 0 only, under torchrun
     if rank() != 0:
         return  # rank 0 may still be writing the model: only it hashes and reports it
@@ -236,7 +237,7 @@ def _build_trainer(
         logging_steps=config.logging_steps,
         save_strategy="steps",
         save_steps=config.save_steps,
-        save_total_limit=_SAVE_TOTAL_LIMIT,
+        save_total_limit=config.keep_checkpoints,
         seed=config.seed,
         use_cpu=not cuda,
         ddp_backend=None if cuda or world_size() == 1 else "gloo",

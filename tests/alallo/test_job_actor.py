@@ -223,6 +223,7 @@ class LosesItsNodeOnce:
     the run ends as a Ray run ends when its raylet dies (`RunEnd.node_lost`)."""
 
     name = "local"
+    fenced = False
 
     def __init__(self, inner: Executor) -> None:
         self.inner = inner

@@ -1,0 +1,207 @@
+"""`RayExecutor`: each trainer runs as a Ray job on the node the scheduler planned.
+
+Why a Ray job through the Jobs REST API, not a Ray task: the server stays a plain HTTP client
+of the cluster (no ``ray.init``, no asyncio loop beside Trio, no Ray version lock between the
+server and the cluster beyond the REST API), a job's entrypoint is a process like the local
+trainer (``<python> -m alallo.executors._node_launcher launch.json``: the same trainer command,
+scrubbed environment, process group and protocol lines), Ray itself streams its output and
+stops it, and the entrypoint's resources (``entrypoint_num_cpus``/``_num_gpus``) are held on
+the node for as long as it runs. The node is chosen by its label ``ray.io/node-id``
+(``entrypoint_label_selector``), and Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it gave.
+
+Following a run: its output comes over the dashboard's WebSocket, cut into lines here; its
+state is polled every :data:`POLL_S`. The run ends with the Ray job (its exit code; a stop is
+SIGTERM), or earlier as **node lost** when the node is no longer ALIVE (the raylet died, the
+machine went away: Ray says DEAD in ~15 s) or the cluster has not answered for
+:data:`CLUSTER_SILENT_S`. A lost node's trainer may still run (a node cut off keeps its
+processes): each run is fenced (:mod:`alallo.trainers._fence`) — its id is written to the job's
+fence file before it is submitted, so a run that is no longer current stops itself.
+
+Every node must see the job's directory at the same path (``ALALLO_SHARED_DIR``): the launch
+file, the config, the training file, checkpoints and the model are read and written there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+import structlog
+import trio
+
+from ._executor import Launch, LineSink, RunEnd
+from ._ray_api import RayApi, RayApiError, RayJob
+
+__all__ = ["CLUSTER_SILENT_S", "POLL_S", "RayExecutor", "write_fence"]
+
+POLL_S = 1.0
+"""Seconds between two looks at a run's Ray job and its node."""
+CLUSTER_SILENT_S = 30.0
+"""Seconds the cluster may not answer before a run's node counts as lost."""
+TAIL_AFTER_END_S = 5.0
+"""Seconds the output stream may lag behind a job's end before it is given up."""
+RAY_ASSIGNS = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+"""Variables the executor leaves to Ray: it gives each job its GPUs itself."""
+FENCE_FILE = "current-run"
+"""The job's fence file, in its directory: the id of the run whose checkpoints count."""
+
+log = structlog.get_logger("alallo.ray")
+
+
+def write_fence(job_dir: Path, run_id: str) -> Path:
+    """Make ``run_id`` the job's current run (atomically: a reader sees the old id or the
+    new one); returns the fence file's path."""
+    fence = job_dir / FENCE_FILE
+    partial = job_dir / f".{FENCE_FILE}.{os.getpid()}"
+    partial.write_text(run_id)
+    partial.replace(fence)
+    return fence
+
+
+class RayExecutor:
+    """Runs trainers as Ray jobs on the nodes of one Ray cluster.
+
+    Args:
+        api: the cluster's REST API.
+        python: the interpreter on the nodes that has alallo installed (the server's path:
+            nodes run the same image or environment).
+        grace_s: seconds between SIGTERM and SIGKILL when the launcher stops a trainer.
+        shared_env: variables every trainer gets (``Settings.trainer_env``).
+    """
+
+    name = "ray"
+    fenced = True
+
+    def __init__(self, api: RayApi, *, python: str, grace_s: float,
+                 shared_env: Mapping[str, str] | None = None) -> None:
+        self.api = api
+        self.python = python
+        self.grace_s = grace_s
+        self.shared_env = dict(shared_env or {})
+
+    def trainer(self, launch: Launch) -> RayRun:
+        """A Ray job of ``launch`` on the node ``launch.node`` (a Ray node id)."""
+        return RayRun(self, launch)
+
+
+class RayRun:
+    """One trainer run as a Ray job (:class:`~alallo.executors._executor.TrainerRun`)."""
+
+    def __init__(self, executor: RayExecutor, launch: Launch) -> None:
+        self._executor = executor
+        self._api = executor.api
+        self.launch = launch
+        self.end: RunEnd | None = None
+        self._pending = ""
+
+    async def run(self, on_line: LineSink) -> RunEnd:
+        launch = self.launch
+        self._prepare()
+        cpu = launch.device_type == "cpu"
+        python = shlex.quote(self._executor.python)
+        entrypoint = (f"{python} -m alallo.executors._node_launcher "
+                      f"{shlex.quote(str(launch.cwd / 'launch.json'))}")
+        await self._api.submit(launch.run_id, entrypoint, node_id=launch.node,
+                               num_cpus=launch.devices if cpu else 1,
+                               num_gpus=0 if cpu else launch.devices,
+                               metadata={"alallo_run": launch.run_id})
+        log.info("ray.submitted", run=launch.run_id, node=launch.node)
+        try:
+            async with await trio.open_file(launch.output_log, "a") as output:
+                tail_done = trio.Event()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._follow, on_line, output, tail_done)
+                    end = await self._watch()
+                    with trio.move_on_after(TAIL_AFTER_END_S):
+                        await tail_done.wait()
+                    nursery.cancel_scope.cancel()
+                if self._pending:
+                    await on_line(self._pending)
+            self.end = end
+            return end
+        finally:
+            if self.end is None:
+                with trio.CancelScope(shield=True):
+                    self.end = await self._stop()
+
+    def _prepare(self) -> None:
+        """The fence, then the launch file, in the job's directory on the shared storage."""
+        launch = self.launch
+        fence = write_fence(launch.cwd.parent, launch.run_id)
+        env = {k: v for k, v in {**self._executor.shared_env, **launch.env}.items()
+               if k not in RAY_ASSIGNS}
+        (launch.cwd / "launch.json").write_text(json.dumps({
+            "command": launch.command, "env": env, "run_id": launch.run_id,
+            "fence_file": str(fence), "grace_s": self._executor.grace_s}, indent=2))
+
+    async def _follow(self, on_line: LineSink, output: trio.abc.AsyncResource,
+                      done: trio.Event) -> None:
+        async def chunk(text: str) -> None:
+            await output.write(text)  # type: ignore[attr-defined]
+            *lines, self._pending = (self._pending + text).split("\n")
+            for line in lines:
+                await on_line(line.rstrip("\r"))
+        try:
+            await self._api.tail(self.launch.run_id, chunk)
+        except RayApiError as exc:  # the run goes on; its end still comes from _watch
+            log.warning("ray.tail_failed", run=self.launch.run_id, error=str(exc))
+        finally:
+            done.set()
+
+    async def _watch(self) -> RunEnd:
+        """Poll the Ray job and its node until the run ends; how it ended."""
+        run_id, node = self.launch.run_id, self.launch.node
+        silent_since: float | None = None
+        while True:
+            await trio.sleep(POLL_S)
+            try:
+                job = await self._api.job(run_id)
+                alive = await self._node_alive(node)
+            except RayApiError as exc:
+                now = trio.current_time()
+                silent_since = silent_since or now
+                if now - silent_since >= CLUSTER_SILENT_S:
+                    return RunEnd(None, node_lost=(
+                        f"the Ray cluster has not answered for {CLUSTER_SILENT_S:g} s ({exc})"))
+                continue
+            silent_since = None
+            if job.ended:
+                return _ended(job, node_lost=None if alive else _lost(node))
+            if not alive:
+                return RunEnd(None, node_lost=_lost(node))
+
+    async def _node_alive(self, node: str) -> bool:
+        return any(n.node_id == node and n.alive for n in await self._api.nodes())
+
+    async def _stop(self) -> RunEnd:
+        """Stop the Ray job (its launcher stops the trainer's group) and wait for its end."""
+        run_id = self.launch.run_id
+        try:
+            await self._api.stop(run_id)
+            with trio.move_on_after(self._executor.grace_s + 15):
+                while not (job := await self._api.job(run_id)).ended:
+                    await trio.sleep(0.2)
+                return _ended(job, node_lost=None)
+        except RayApiError as exc:
+            log.warning("ray.stop_failed", run=run_id, error=str(exc))
+        return RunEnd(-signal.SIGTERM)
+
+
+def _lost(node: str) -> str:
+    return f"node {node} was lost (Ray no longer has it alive)"
+
+
+def _ended(job: RayJob, *, node_lost: str | None) -> RunEnd:
+    """How a Ray job that ended ended: SUCCEEDED is 0, STOPPED a SIGTERM, FAILED its exit
+    code (None: it never started), or its node lost when the node is gone."""
+    if job.status == "SUCCEEDED":
+        return RunEnd(0)
+    if job.status == "STOPPED":
+        return RunEnd(-signal.SIGTERM)
+    if node_lost is not None:
+        return RunEnd(None, node_lost=node_lost)
+    return RunEnd(job.driver_exit_code)
