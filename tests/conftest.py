@@ -12,6 +12,8 @@ Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
 - ``integration``: everything else (a runtime or a server on the test backend); added here to
   every test not marked otherwise, so a new test runs on both backends unless it says why not.
 - ``browser``: drives Chromium (added here to every test using the ``browser`` fixture).
+- ``ray``: uses the real local Ray cluster (the session fixture ``ray_cluster``,
+  ``tests/ray_cluster.py``; added here to every test using it).
 - ``slow``: real training or thousands of streams; ``make test-quick`` leaves them out.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ray_cluster import ray_cluster  # noqa: F401 - the session's Ray cluster, for tests using it
 from support import (
     TEST_DATABASE,
     LiveServer,
@@ -55,6 +58,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(FOLDER_MARKERS[folder])
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
         if not any(item.get_closest_marker(name) for name in _ONE_PASS):
             item.add_marker(pytest.mark.integration)
         needs_postgres = item.get_closest_marker("postgres") is not None

@@ -162,6 +162,9 @@ class CapacityNode(TypedDict):
     """Which devices each job holds, keyed as ``busy``: their indices on the node, 0-based
     (on a GPU node the trainer's ``CUDA_VISIBLE_DEVICES``). No two jobs hold the same one."""
     simulated: bool
+    """Runs the simulated trainer (the fleet simulator); no real device."""
+    ray: bool
+    """A node of the Ray cluster the server trains on; its name is its Ray node id."""
     draining: bool
     memory_gb: float
     """Memory per device, in GB."""

@@ -20,9 +20,9 @@ from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._catalogue import TINY_GPT2 as TINY_GPT2
-    from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
+    from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
     from ._hardware import Gpu as Gpu
     from ._hardware import declared_problem as declared_problem
     from ._hardware import detect_gpus as detect_gpus

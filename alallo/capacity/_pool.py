@@ -110,6 +110,8 @@ class Pool:
         """
         types = DEVICE_TYPES if device_types is None else device_types
         self._types = dict(types)
+        self.lost: set[str] = set()
+        """Nodes taken for lost (:meth:`lose`)."""
         self.nodes: dict[str, Node] = {}
         for spec in specs:
             if spec.device not in types:
@@ -164,17 +166,28 @@ class Pool:
             The names of the nodes that joined, and of those that left.
         """
         types = {**self._types, **(device_types or {})}
-        wanted = {spec.name: spec for spec in specs}
+        wanted = {spec.name: spec for spec in specs if spec.name not in self.lost}
         left = [name for name, node in self.nodes.items() if node.spec.ray and (
             name not in wanted or wanted[name] != node.spec)]
         for name in left:
             del self.nodes[name]
-        joined = [spec.name for spec in specs if spec.name not in self.nodes
+        joined = [spec.name for spec in wanted.values() if spec.name not in self.nodes
                   and spec.device in types]
         for name in joined:
             self.nodes[name] = Node(wanted[name], types[wanted[name].device])
         self._types = types
         return joined, left
+
+    def lose(self, name: str) -> list[str]:
+        """Drop a node whose run ended as its node lost, at once and for good (Ray never
+        gives a node that died its id again; :meth:`follow` ignores it from now on).
+
+        Returns:
+            The jobs that held devices there (their runs end as node lost too).
+        """
+        self.lost.add(name)
+        node = self.nodes.pop(name, None)
+        return sorted(node.busy) if node is not None else []
 
     def release(self, job_id: str) -> None:
         """Give back whatever the job holds (nothing if it holds nothing)."""

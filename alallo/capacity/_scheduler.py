@@ -57,9 +57,12 @@ class Acquire:
 
 @dataclass(frozen=True)
 class Release:
-    """The job no longer needs capacity (it ended, or left the queue)."""
+    """The job no longer needs capacity (it ended, or left the queue). ``node_lost``: its
+    run ended as its node lost; the node leaves the pool at once, before the job asks again
+    (:meth:`~alallo.capacity._pool.Pool.lose`)."""
 
     job_id: str
+    node_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,13 @@ class Scheduler(Actor[SchedulerMessage]):
                     self._schedule()
                 else:
                     self._schedule_newest()
-            case Release(job_id=job_id):
+            case Release(job_id=job_id, node_lost=lost):
                 self._queue = [w for w in self._queue if w.request.job_id != job_id]
-                if self._running.pop(job_id, None) is not None:
+                if (running := self._running.pop(job_id, None)) is not None:
                     self.pool.release(job_id)
+                    if lost:
+                        for other in self.pool.lose(running.node):
+                            self._running.pop(other, None)
                 self._schedule()
             case WaitEstimate(plan=plan):
                 return self._wait_for(plan, queue_ahead=len(self._queue))

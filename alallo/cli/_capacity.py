@@ -24,10 +24,13 @@ def capacity(url: UrlOption = None, api_key: ApiKeyOption = None,
     if as_json:
         print_json(pool)
         return
-    table = Table("Node", "Device", "Free", "Busy (job: devices)", "$/h per device")
+    table = Table("Node", "Device", "Free", "Busy (job: device indices)", "$/h per device")
     for node in pool["nodes"]:
-        busy = ", ".join(f"{job}: {n}" for job, n in node["busy"].items()) or "—"
-        name = node["name"] + (" (simulated)" if node["simulated"] else "")
+        held = node.get("device_indices", {})
+        busy = ", ".join(f"{job}: {','.join(map(str, held.get(job, []))) or n}"
+                         for job, n in node["busy"].items()) or "—"
+        kind = " (simulated)" if node["simulated"] else " (Ray)" if node.get("ray") else ""
+        name = node["name"] + kind
         table.add_row(name, node["device_type"], f"{node['free']}/{node['devices']}", busy,
                       f"{node['price_per_hour']:.2f}")
     out = console()

@@ -108,6 +108,7 @@ class RayRun:
         await self._api.submit(launch.run_id, entrypoint, node_id=launch.node,
                                num_cpus=launch.devices if cpu else 1,
                                num_gpus=0 if cpu else launch.devices,
+                               stop_wait_s=self._executor.grace_s + 2,  # the launcher's grace
                                metadata={"alallo_run": launch.run_id})
         log.info("ray.submitted", run=launch.run_id, node=launch.node)
         try:

@@ -13,6 +13,7 @@ httpx-ws. The address is the one ``ray job submit --address`` takes: the head's 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,18 +119,23 @@ class RayApi:
                 for row in rows]
 
     async def submit(self, submission_id: str, entrypoint: str, *, node_id: str,
-                     num_cpus: float, num_gpus: float,
+                     num_cpus: float, num_gpus: float, stop_wait_s: float = 3.0,
                      metadata: Mapping[str, str] | None = None) -> None:
         """Submit a job whose entrypoint runs on the node ``node_id`` (its label
-        ``ray.io/node-id``), holding ``num_cpus`` and ``num_gpus`` there until it ends.
+        ``ray.io/node-id``; a dead or unknown node fails the job within seconds), holding
+        ``num_cpus`` and ``num_gpus`` there until it ends. A stop sends SIGTERM to the
+        entrypoint and each of its descendants, then SIGKILL after ``stop_wait_s``
+        (``RAY_JOB_STOP_WAIT_TIME_S``, set for this job).
 
         Raises:
-            RayApiError: the cluster refused it (e.g. the submission id is taken).
+            RayApiError: the cluster refused it (an unknown field: 400; the submission id
+                taken: 500).
         """
         await self._call("POST", "/api/jobs/", json={
             "entrypoint": entrypoint, "submission_id": submission_id,
             "entrypoint_num_cpus": num_cpus, "entrypoint_num_gpus": num_gpus,
             "entrypoint_label_selector": {"ray.io/node-id": node_id},
+            "runtime_env": {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(math.ceil(stop_wait_s))}},
             "metadata": dict(metadata or {})})
 
     async def job(self, submission_id: str) -> RayJob:

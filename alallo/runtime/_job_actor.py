@@ -29,7 +29,7 @@ from .._errors import InvalidRequest
 from .._money import format_money
 from .._status import EventType, JobStatus
 from ..capacity import Acquire, Grant, Release
-from ..executors import RunEnd, TrainerRun, hand_over
+from ..executors import TrainerRun, hand_over
 from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
 from ..store import LeaseLost
 from ..trainers import Checkpoint, Error, Log, parse_line
@@ -213,8 +213,8 @@ class JobActor(Actor[JobMessage]):
         else:
             before = self.job.checkpoint
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
-            if isinstance(message, Checkpoint) and self._ctx.executor.fenced:
-                keep = {message.path} | ({before.path} if before else set())
+            if isinstance(message, Checkpoint) and self._ctx.executor.fenced:  # ours to delete
+                keep = {message.path, before.path if before else None}
                 await trio.to_thread.run_sync(prune_checkpoints,
                                               self._ctx.settings.jobs_dir / self._job_id, keep)
 
@@ -303,8 +303,9 @@ class JobActor(Actor[JobMessage]):
                     return await self._end_run(None)
                 process = await self._launch(job, grant, cause)
             finally:
+                lost = bool(process and process.end and process.end.node_lost)
                 with trio.CancelScope(shield=True):
-                    await scheduler.tell(Release(job.id))
+                    await scheduler.tell(Release(job.id, node_lost=lost))
         await self._end_run(process)
 
     def _on_queue_position(self, position: int) -> None:
@@ -376,8 +377,7 @@ class JobActor(Actor[JobMessage]):
 
     async def _end_run(self, process: TrainerRun | None) -> None:
         self._run_scope = None
-        end = (process.end if process else None) or RunEnd(None)
-        await self.ref.tell(_TrainerEnded(end.returncode, end.node_lost))
+        await self.ref.tell(_TrainerEnded.of(process.end if process else None))
 
     async def _watch_limits(self, ran_s: float) -> None:
         """Tell the job when it has run too long: the budget, then the time limit."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..capacity import Grant
+from ..executors import RunEnd
 
 __all__ = ["CancelJob", "JobMessage", "RescheduleJob"]
 
@@ -63,6 +64,11 @@ class _TrainerLine:
 class _TrainerEnded:
     returncode: int | None
     node_lost: str | None = None
+
+    @classmethod
+    def of(cls, end: RunEnd | None) -> _TrainerEnded:
+        """How a run ended (None: it never started)."""
+        return cls(None) if end is None else cls(end.returncode, end.node_lost)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 from .._trainer_registry import TrainerRegistry
@@ -124,7 +125,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     )
 
 
-def prune_checkpoints(workdir: Path, keep: set[str]) -> None:
+def prune_checkpoints(workdir: Path, keep: Collection[str | None]) -> None:
     """Delete the job's checkpoints (of every run) but those in ``keep``: the newest two
     recorded, one of which the job resumes from. Blocking (run it in a thread)."""
     for path in workdir.glob("attempt-*/checkpoints/checkpoint-*"):

@@ -49,7 +49,6 @@ from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
 from ._devices import open_executor, open_pool
-from ._ray_nodes import follow_ray_nodes
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -57,6 +56,7 @@ from ._job_messages import JobMessage
 from ._jobs import Jobs
 from ._operator import notify_platform_failure
 from ._planning import Planning
+from ._ray_nodes import follow_ray_nodes
 from ._relocation import Relocation
 from ._starter import (
     Starter,

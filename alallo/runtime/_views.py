@@ -193,7 +193,7 @@ def nodes_view(pool: Pool) -> list[api.CapacityNode]:
         "name": n.spec.name, "device_type": n.device.name, "devices": n.spec.count,
         "free": n.free, "busy": dict(n.busy),
         "device_indices": {job_id: list(held) for job_id, held in n.held.items()},
-        "simulated": n.spec.simulated,
+        "simulated": n.spec.simulated, "ray": n.spec.ray,
         "draining": n.draining, "memory_gb": n.device.memory_gb,
         "price_per_hour": n.device.price_per_hour,
     } for n in pool.nodes.values()]

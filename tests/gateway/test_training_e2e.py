@@ -72,7 +72,7 @@ async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
     model_dir = Path(final["fine_tuned_model"])
     assert model_dir.is_dir() and (model_dir / "adapter_config.json").is_file()
     assert final["checkpoint"]["step"] == 30
-    checkpoints = live_server.data_dir / "jobs" / job["id"] / "checkpoints"
+    checkpoints = live_server.data_dir / "jobs" / job["id"] / "attempt-1" / "checkpoints"
     assert (checkpoints / "checkpoint-30").is_dir()
 
     # The log endpoint serves the same lines.

@@ -1,0 +1,155 @@
+"""Training through a Ray cluster: a tiny real job through Ray vs the local executor, and a
+node lost.
+
+Run: ``.venv/bin/python bench/bench_ray.py`` (``--quick``: 1 repetition instead of 3;
+``--json FILE`` appends the rows to FILE). It starts a real local Ray cluster
+(``tests/ray_cluster.py``: a head with no CPUs for work, two 2-CPU workers on 127.0.0.1).
+
+- **Ray vs local**: the same tiny real TRL job (``alallo/tiny-gpt2``, LoRA, 10 steps of 2
+  examples), from ``create_job`` to its end and to its first step, through an embedded
+  runtime on the local executor (cold trainers, as a Ray node starts them) and through one
+  on the cluster, in turn. Target: Ray's wall time ≤ 1.2× the local one (medians).
+- **Node lost**: a job of the simulated trainer (a real process on the node, 0.2 s a
+  step, 200 steps, a checkpoint every 10) runs on a worker; once it has a checkpoint, the
+  worker's raylet is killed (SIGKILL: the node is cut off, its trainer lives on). Measured:
+  seconds from the kill to the job training again on the other node (target < 30 s), the
+  steps redone (reached before the kill, less the checkpoint it resumed from), and the
+  steps charged (must equal the job's 200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from _results import append_rows, row
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from ray_cluster import RayCluster  # noqa: E402
+
+from alallo import Runtime, Settings  # noqa: E402
+from alallo.jobs._billing import step_price  # noqa: E402
+
+SAMPLE = REPO / "examples" / "sample.jsonl"
+TINY = {"model": "alallo/tiny-gpt2", "hyperparameters": {"max_steps": 10, "batch_size": 2},
+        "seed": 1}
+LOST_STEPS = 200
+
+
+async def one_job(rt: Runtime, spec: dict[str, Any]) -> tuple[float, float]:
+    """Seconds from ``create_job`` to the first step, and to the job's end (succeeded)."""
+    account = await rt.authenticate(rt.api_key)
+    file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+    started = time.perf_counter()
+    job = await rt.create_job(account, {"training_file": file.id, **spec})
+    first: float | None = None
+    async for item in rt.stream(account, job.id):
+        if first is None and item.kind == "job" and item.data["progress"]["step"] >= 1:
+            first = time.perf_counter() - started
+    wall = time.perf_counter() - started
+    done = await rt.get_job(account, job.id)
+    if first is None or done.status.value != "succeeded":
+        raise RuntimeError(f"job {job.id} ended {done.status.value}: {done.error}")
+    return first, wall
+
+
+async def ray_vs_local(cluster: RayCluster, reps: int, tmp: Path) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"local_first": [], "local": [], "ray_first": [], "ray": []}
+    local = Settings(data_dir=tmp / "local", warm_trainers=False)
+    on_ray = Settings(data_dir=tmp / "ray", shared_dir=tmp / "shared", ray_address=cluster.address)
+    async with Runtime(local) as lrt, Runtime(on_ray) as rrt:
+        await one_job(lrt, TINY)  # not timed: builds the tiny model in each place
+        await one_job(rrt, TINY)
+        for rep in range(reps):
+            first, wall = await one_job(lrt, TINY)
+            times["local_first"].append(first)
+            times["local"].append(wall)
+            first, wall = await one_job(rrt, TINY)
+            times["ray_first"].append(first)
+            times["ray"].append(wall)
+            print(f"rep {rep + 1}/{reps}: " + ", ".join(
+                f"{name} {values[-1]:.2f} s" for name, values in times.items()), flush=True)
+    return times
+
+
+async def node_lost(cluster: RayCluster, tmp: Path) -> dict[str, float]:
+    settings = Settings(data_dir=tmp / "lost", shared_dir=tmp / "lost-shared",
+                        ray_address=cluster.address)
+    async with Runtime(settings) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, {
+            "model": "alallo/tiny-gpt2", "training_file": file.id,
+            "hyperparameters": {"max_steps": LOST_STEPS},
+            "trainer": {"type": "simulated", "step_delay_s": 0.2}})
+        killed_at = reached = resumed_from = again = None
+        async for item in rt.stream(account, job.id):
+            if item.kind != "job":
+                continue
+            state = await rt.get_job(account, job.id)
+            if killed_at is None and state.checkpoint is not None and state.placement:
+                node = next(w for w in cluster.workers
+                            if w.node_id == state.placement["node"])
+                reached = state.progress.step
+                cluster.kill_raylet(node)
+                killed_at = time.perf_counter()
+            elif (again is None and killed_at is not None and state.attempt == 2
+                  and state.first_step_at is not None):
+                again = time.perf_counter() - killed_at
+                resumed_from = state.checkpoint.step if state.checkpoint else 0
+        done = await rt.get_job(account, job.id)
+    if done.status.value != "succeeded" or again is None:
+        raise RuntimeError(f"job {job.id} ended {done.status.value}: {done.error}")
+    return {"seconds": again, "redone": float((reached or 0) - (resumed_from or 0)),
+            "charged_steps": done.charged / step_price(done)}
+
+
+def rows(times: dict[str, list[float]], lost: dict[str, float]) -> list[dict[str, Any]]:
+    local, ray = statistics.median(times["local"]), statistics.median(times["ray"])
+    local_first = statistics.median(times["local_first"])
+    ray_first = statistics.median(times["ray_first"])
+    return [
+        row("ray: tiny real job, wall, through Ray (vs the local executor)", ray, "s",
+            local, 1.2, met=ray / local <= 1.2),
+        row("ray: submit to first step, through Ray (vs local)", ray_first, "s",
+            local_first, None),
+        row("ray: node lost to training again on another node", lost["seconds"], "s",
+            None, 30.0, met=lost["seconds"] < 30.0),
+        row("ray: node lost, steps redone (from the last checkpoint)", lost["redone"], "stp",
+            None, None),
+        row("ray: node lost, steps charged (= max_steps)", lost["charged_steps"], "stp",
+            LOST_STEPS, 1.0, met=round(lost["charged_steps"], 6) == LOST_STEPS),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 repetition instead of 3")
+    parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="alallo-bench-ray-") as scratch, \
+            RayCluster() as cluster:
+        print(f"Ray cluster up in {cluster.startup_seconds:.1f} s", flush=True)
+        times = trio.run(ray_vs_local, cluster, 1 if args.quick else 3, Path(scratch))
+        lost = trio.run(node_lost, cluster, Path(scratch))
+    result = rows(times, lost)
+    for r in result:
+        print(f"{r['name']}: {r['value']:.3f} {r['unit']}, baseline {r['baseline']}, "
+              f"ratio {r['ratio']} (target {r['target']}), met: {r['met']}")
+    if args.json:
+        append_rows(args.json, result)
+    return 0 if all(r["met"] is not False for r in result) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
