@@ -28,9 +28,10 @@ LEVELS = {
 }
 SAME_UNIT = {"alallo._trainer_registry": "alallo.settings"}
 """Modules that belong to another unit: the trainers the settings register."""
-ALLOWED = {("alallo.trainers", "alallo._json")}
+ALLOWED = {("alallo.trainers", "alallo._json"), ("alallo.trainers", "alallo._lazy")}
 """Sideways on level 1, on purpose: the trainers' data reader refuses JSON nested too deep
-as the server does (``_json`` is the standard library's ``json`` with a depth limit)."""
+as the server does (``_json`` is the standard library's ``json`` with a depth limit), and
+the trainers' names load on first use as every wing's do (``_lazy``)."""
 
 
 def _unit(module: str) -> str | None:

@@ -33,19 +33,25 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 from alallo.trainers._fence import SUPERSEDED, current_run, superseded
 
 from ._env import scrubbed_environment
 from ._posix import die_with_parent, kill_group
 
-__all__ = ["FENCE_CHECK_S", "main"]
+__all__ = ["EXIT_STATUS", "FENCE_CHECK_S", "OUTPUT", "main"]
 
 FENCE_CHECK_S = 2.0
 """Seconds between two reads of the fence file."""
+OUTPUT = "trainer-output.log"
+"""The trainer's output, in the attempt's directory: what the server follows."""
+EXIT_STATUS = "exit-status"
+"""Written (atomically) in the attempt's directory when the launcher ends: its exit status."""
 
 
 def _say(kind: str, message: str) -> None:
@@ -70,26 +76,52 @@ def main(argv: list[str]) -> int:
     env.update({"ALALLO_FENCE_FILE": fence or "", "ALALLO_RUN_ID": run_id or ""})
     trainer = subprocess.Popen(
         launch["command"], cwd=cwd, env=scrubbed_environment(env), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True, preexec_fn=die_with_parent)
     (cwd / "trainer.pid").write_text(str(trainer.pid))
+    assert trainer.stdout is not None
+    copier = threading.Thread(target=_copy, args=(trainer.stdout, cwd / OUTPUT), daemon=True)
+    copier.start()
     grace_s = float(launch.get("grace_s", 5.0))
+
+    def end(code: int) -> int:
+        copier.join(timeout=10)
+        _write_atomically(cwd / EXIT_STATUS, str(code))
+        return code
 
     def stop(signum: int, frame: FrameType | None) -> None:
         _stop(trainer, grace_s)
-        sys.exit(128 + signum)
+        sys.exit(end(128 + signum))
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     while True:
         try:
-            return trainer.wait(timeout=FENCE_CHECK_S)
+            return end(trainer.wait(timeout=FENCE_CHECK_S))
         except subprocess.TimeoutExpired:
             pass
         if superseded(fence, run_id):
             print(f"Run {run_id} was superseded by {current_run(fence)}: stopping it on "
                   "this node", flush=True)
             _stop(trainer, grace_s)
-            return SUPERSEDED
+            return end(SUPERSEDED)
+
+
+def _copy(source: IO[bytes], output: Path) -> None:
+    """Every byte the trainer prints, as it comes: to the job's output file on the shared
+    storage (which the server follows) and to this process's stdout (Ray's job log)."""
+    with output.open("ab") as out:
+        while chunk := os.read(source.fileno(), 65536):
+            out.write(chunk)
+            out.flush()
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def _stop(trainer: subprocess.Popen[bytes], grace_s: float) -> None:

@@ -9,11 +9,14 @@ stops it, and the entrypoint's resources (``entrypoint_num_cpus``/``_num_gpus``)
 the node for as long as it runs. The node is chosen by its label ``ray.io/node-id``
 (``entrypoint_label_selector``), and Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it gave.
 
-Following a run: its output comes over the dashboard's WebSocket, cut into lines here; its
-state is polled every :data:`POLL_S`. The run ends with the Ray job (its exit code; a stop is
-SIGTERM), or earlier as **node lost** when the node is no longer ALIVE (the raylet died, the
-machine went away: Ray says DEAD in ~15 s) or the cluster has not answered for
-:data:`CLUSTER_SILENT_S`. A lost node's trainer may still run (a node cut off keeps its
+Following a run: the launcher on the node copies the trainer's output to the attempt's
+directory on the shared storage and writes its exit status there when it ends; the server
+reads both every :data:`LINES_S` (Ray's own log tail brings a line ~2 s late and closes 3-5 s
+after the end: measured, tests/ray_cluster.py). Every :data:`POLL_S` it also looks at the Ray
+job and its node: the run ends as **node lost** when the node is no longer ALIVE (the raylet
+died, the machine went away: Ray says DEAD in ~15 s) or the cluster has not answered for
+:data:`CLUSTER_SILENT_S`, and with Ray's account when the job ended without an exit status
+(the launcher killed, or never started: then Ray's log holds what it said). A lost node's trainer may still run (a node cut off keeps its
 processes): each run is fenced (:mod:`alallo.trainers._fence`) — its id is written to the job's
 fence file before it is submitted, so a run that is no longer current stops itself.
 
@@ -23,6 +26,7 @@ file, the config, the training file, checkpoints and the model are read and writ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -34,16 +38,17 @@ import structlog
 import trio
 
 from ._executor import Launch, LineSink, RunEnd
+from ._node_launcher import EXIT_STATUS, OUTPUT
 from ._ray_api import RayApi, RayApiError, RayJob
 
 __all__ = ["CLUSTER_SILENT_S", "POLL_S", "RayExecutor", "write_fence"]
 
 POLL_S = 1.0
 """Seconds between two looks at a run's Ray job and its node."""
+LINES_S = 0.1
+"""Seconds between two reads of a run's output on the shared storage."""
 CLUSTER_SILENT_S = 30.0
 """Seconds the cluster may not answer before a run's node counts as lost."""
-TAIL_AFTER_END_S = 5.0
-"""Seconds the output stream may lag behind a job's end before it is given up."""
 RAY_ASSIGNS = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
 """Variables the executor leaves to Ray: it gives each job its GPUs itself."""
 FENCE_FILE = "current-run"
@@ -96,7 +101,8 @@ class RayRun:
         self._api = executor.api
         self.launch = launch
         self.end: RunEnd | None = None
-        self._pending = ""
+        self._offset = 0
+        self._pending = b""
 
     async def run(self, on_line: LineSink) -> RunEnd:
         launch = self.launch
@@ -112,18 +118,8 @@ class RayRun:
                                metadata={"alallo_run": launch.run_id})
         log.info("ray.submitted", run=launch.run_id, node=launch.node)
         try:
-            async with await trio.open_file(launch.output_log, "a") as output:
-                tail_done = trio.Event()
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._follow, on_line, output, tail_done)
-                    end = await self._watch()
-                    with trio.move_on_after(TAIL_AFTER_END_S):
-                        await tail_done.wait()
-                    nursery.cancel_scope.cancel()
-                if self._pending:
-                    await on_line(self._pending)
-            self.end = end
-            return end
+            self.end = await self._follow(on_line)
+            return self.end
         finally:
             if self.end is None:
                 with trio.CancelScope(shield=True):
@@ -135,30 +131,46 @@ class RayRun:
         fence = write_fence(launch.cwd.parent, launch.run_id)
         env = {k: v for k, v in {**self._executor.shared_env, **launch.env}.items()
                if k not in RAY_ASSIGNS}
+        for stale in (OUTPUT, EXIT_STATUS):  # a directory reused by a repeated start
+            (launch.cwd / stale).unlink(missing_ok=True)
         (launch.cwd / "launch.json").write_text(json.dumps({
             "command": launch.command, "env": env, "run_id": launch.run_id,
             "fence_file": str(fence), "grace_s": self._executor.grace_s}, indent=2))
 
-    async def _follow(self, on_line: LineSink, output: trio.abc.AsyncResource,
-                      done: trio.Event) -> None:
-        async def chunk(text: str) -> None:
-            await output.write(text)  # type: ignore[attr-defined]
-            *lines, self._pending = (self._pending + text).split("\n")
-            for line in lines:
-                await on_line(line.rstrip("\r"))
+    def _read(self) -> tuple[list[bytes], int | None]:
+        """The complete lines the trainer printed since the last read, and the launcher's
+        exit status once it has written it (then every line is read). Blocking."""
+        status_file = self.launch.cwd / EXIT_STATUS
+        status = int(status_file.read_text()) if status_file.exists() else None
         try:
-            await self._api.tail(self.launch.run_id, chunk)
-        except RayApiError as exc:  # the run goes on; its end still comes from _watch
-            log.warning("ray.tail_failed", run=self.launch.run_id, error=str(exc))
-        finally:
-            done.set()
+            with (self.launch.cwd / OUTPUT).open("rb") as output:
+                output.seek(self._offset)
+                chunk = output.read()
+        except FileNotFoundError:
+            chunk = b""
+        self._offset += len(chunk)
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        if status is not None and self._pending:
+            lines.append(self._pending)
+            self._pending = b""
+        return lines, status
 
-    async def _watch(self) -> RunEnd:
-        """Poll the Ray job and its node until the run ends; how it ended."""
+    async def _follow(self, on_line: LineSink) -> RunEnd:
+        """Hand on the trainer's lines as its launcher writes them, until the launcher's exit
+        status appears, or Ray ends the job or loses its node; how the run ended."""
         run_id, node = self.launch.run_id, self.launch.node
         silent_since: float | None = None
+        next_look = trio.current_time() + POLL_S
         while True:
-            await trio.sleep(POLL_S)
+            lines, status = await trio.to_thread.run_sync(self._read)
+            for line in lines:
+                await on_line(line.decode("utf-8", "replace").rstrip("\r"))
+            if status is not None:
+                return RunEnd(status)
+            if trio.current_time() < next_look:
+                await trio.sleep(LINES_S)
+                continue
+            next_look = trio.current_time() + POLL_S
             try:
                 job = await self._api.job(run_id)
                 alive = await self._node_alive(node)
@@ -170,10 +182,22 @@ class RayRun:
                         f"the Ray cluster has not answered for {CLUSTER_SILENT_S:g} s ({exc})"))
                 continue
             silent_since = None
-            if job.ended:
-                return _ended(job, node_lost=None if alive else _lost(node))
             if not alive:
                 return RunEnd(None, node_lost=_lost(node))
+            if job.ended:  # without an exit status: the launcher was killed, or never ran
+                return await self._ended_early(job, on_line)
+
+    async def _ended_early(self, job: RayJob, on_line: LineSink) -> RunEnd:
+        """A Ray job that ended without its launcher's exit status: the rest of the output
+        (Ray's log when the node never saw the shared storage), and Ray's account of it."""
+        lines, _ = await trio.to_thread.run_sync(self._read)
+        if self._offset == 0 and not lines:
+            with contextlib.suppress(RayApiError):
+                lines = [line.encode() for line in
+                         (await self._api.logs(self.launch.run_id)).splitlines()]
+        for line in lines:
+            await on_line(line.decode("utf-8", "replace").rstrip("\r"))
+        return _ended(job, node_lost=None)
 
     async def _node_alive(self, node: str) -> bool:
         return any(n.node_id == node and n.alive for n in await self._api.nodes())

@@ -2,24 +2,28 @@
 
 Ray's Python SDK (``ray.init``, ``JobSubmissionClient``) is synchronous or asyncio-based; the
 runtime never starts an asyncio loop in its thread, so it talks to the cluster over HTTP with
-httpx (which runs on Trio), and follows a job's output on the dashboard's WebSocket with
-httpx-ws. The address is the one ``ray job submit --address`` takes: the head's dashboard,
-``http://HOST:8265``. Endpoints (docs.ray.io, "Ray Jobs REST API"; the state API):
+httpx (which runs on Trio). The address is the one ``ray job submit --address`` takes: the
+head's dashboard, ``http://HOST:8265``. Endpoints (docs.ray.io, "Ray Jobs REST API"; the state
+API), with what Ray 2.60 answers (measured: ``tests/ray_cluster.py``):
 
-- ``GET /api/v0/nodes``: every node, alive or dead, with its resources and labels;
-- ``POST /api/jobs/``, ``GET /api/jobs/{id}``, ``POST /api/jobs/{id}/stop``;
-- ``WS /api/jobs/{id}/logs/tail``: the job's output as it comes, in text frames.
+- ``GET /api/v0/nodes``: every node, alive or dead (a dead one stays listed), with its
+  resources and labels, under ``data.result.result``;
+- ``POST /api/jobs/``, ``GET /api/jobs/{id}`` (times in ms; ``driver_exit_code``),
+  ``POST /api/jobs/{id}/stop``, ``GET /api/jobs/{id}/logs``.
+
+Ray's log tail (``WS /api/jobs/{id}/logs/tail``) brings a line ~2 s after it was printed and
+closes 3-5 s after the job ends; the executor follows the output on the shared storage
+instead (:mod:`alallo.executors._ray`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_ws import AsyncWebSocketSession, WebSocketDisconnect, aconnect_ws
 
 __all__ = ["FINAL_STATUSES", "RayApi", "RayApiError", "RayJob", "RayNode"]
 
@@ -158,25 +162,10 @@ class RayApi:
         """
         await self._call("POST", f"/api/jobs/{submission_id}/stop")
 
-    async def tail(self, submission_id: str, on_chunk: Callable[[str], Awaitable[None]]) -> None:
-        """Hand the job's output to ``on_chunk`` as it comes, in chunks (not cut at line
-        ends), until the job ends and the cluster closes the stream. (A callback, not an
-        async generator: the WebSocket runs a task of its own, and a generator must not
-        yield from inside one.)
+    async def logs(self, submission_id: str) -> str:
+        """The job's whole output so far, as Ray logged it (``GET /api/jobs/{id}/logs``).
 
         Raises:
-            RayApiError: the stream could not be opened.
+            RayApiError: the cluster did not answer, or knows no such job.
         """
-        path = f"/api/jobs/{submission_id}/logs/tail"
-        try:
-            ws: AsyncWebSocketSession
-            async with aconnect_ws(path, self._http) as ws:
-                while True:
-                    try:
-                        chunk = await ws.receive_text()
-                    except WebSocketDisconnect:
-                        return
-                    await on_chunk(chunk)
-        except (httpx.HTTPError, OSError) as exc:
-            raise RayApiError(f"cannot follow the output of Ray job {submission_id}: "
-                              f"{exc or type(exc).__name__}") from None
+        return str((await self._call("GET", f"/api/jobs/{submission_id}/logs")).get("logs", ""))

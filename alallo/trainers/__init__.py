@@ -11,24 +11,47 @@ from its stdout (see :mod:`alallo.trainers._protocol` and
 
 :func:`ensure_model` resolves a model name to a local directory, building
 the built-in ``alallo/tiny-gpt2`` on first use. Importing this package does
-not import torch, transformers or datasets.
+not import torch, transformers or datasets, and its names load on first use (PEP 562): the
+launcher on a Ray node imports only the fence (:mod:`alallo.trainers._fence`).
 """
 
 from __future__ import annotations
 
-from ._protocol import Checkpoint as Checkpoint
-from ._protocol import Done as Done
-from ._protocol import Error as Error
-from ._protocol import Integration as Integration
-from ._protocol import Log as Log
-from ._protocol import Progress as Progress
-from ._protocol import Stage as Stage
-from ._protocol import TrainerConfig as TrainerConfig
-from ._protocol import TrainerMessage as TrainerMessage
-from ._protocol import WandbConfig as WandbConfig
-from ._protocol import emit as emit
-from ._protocol import parse_line as parse_line
-from .tiny import ensure_model as ensure_model
+from typing import TYPE_CHECKING
+
+from alallo._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._protocol import Checkpoint as Checkpoint
+    from ._protocol import Done as Done
+    from ._protocol import Error as Error
+    from ._protocol import Integration as Integration
+    from ._protocol import Log as Log
+    from ._protocol import Progress as Progress
+    from ._protocol import Stage as Stage
+    from ._protocol import TrainerConfig as TrainerConfig
+    from ._protocol import TrainerMessage as TrainerMessage
+    from ._protocol import WandbConfig as WandbConfig
+    from ._protocol import emit as emit
+    from ._protocol import parse_line as parse_line
+    from .tiny import ensure_model as ensure_model
+
+_ORIGINS: dict[str, tuple[str, str | None]] = {
+    "Checkpoint": ("._protocol", "Checkpoint"),
+    "Done": ("._protocol", "Done"),
+    "Error": ("._protocol", "Error"),
+    "Integration": ("._protocol", "Integration"),
+    "Log": ("._protocol", "Log"),
+    "Progress": ("._protocol", "Progress"),
+    "Stage": ("._protocol", "Stage"),
+    "TrainerConfig": ("._protocol", "TrainerConfig"),
+    "TrainerMessage": ("._protocol", "TrainerMessage"),
+    "WandbConfig": ("._protocol", "WandbConfig"),
+    "emit": ("._protocol", "emit"),
+    "parse_line": ("._protocol", "parse_line"),
+    "ensure_model": (".tiny", "ensure_model"),
+}
+"""Each public name: the module it comes from, and its name there."""
 
 __all__ = [
     "Checkpoint",
@@ -45,3 +68,5 @@ __all__ = [
     "ensure_model",
     "parse_line",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)
