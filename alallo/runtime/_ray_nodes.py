@@ -30,7 +30,7 @@ from ..executors import Executor, RayApiError, RayExecutor, RayNode
 from ..jobs import DEVICE_TYPES, DeviceType
 from ..settings import Settings
 
-__all__ = ["FOLLOW_S", "UNKNOWN_GPU_MEMORY_GB", "follow_ray_nodes", "node_spec"]
+__all__ = ["FOLLOW_S", "UNKNOWN_GPU_MEMORY_GB", "follow_ray_nodes", "node_spec", "reach_ray"]
 
 FOLLOW_S = 2.0
 """Seconds between two reads of the cluster's nodes."""
@@ -69,6 +69,20 @@ async def _read(executor: RayExecutor, settings: Settings,
             if made[1] is not None:
                 types[made[1].name] = made[1]
     return specs, types
+
+
+async def reach_ray(executor: Executor) -> None:
+    """Check that the Ray cluster answers (nothing without a Ray executor), before the
+    runtime opens anything else.
+
+    Raises:
+        SettingError: it does not (``param="ray_address"``).
+    """
+    if isinstance(executor, RayExecutor):
+        try:
+            await executor.api.version()
+        except RayApiError as exc:
+            raise SettingError(f"ALALLO_RAY_ADDRESS: {exc}", param="ray_address") from None
 
 
 @contextlib.asynccontextmanager

@@ -26,10 +26,7 @@ from typing import Any
 import structlog
 import trio
 
-from actors import (
-    ActorRef,
-    SupervisorStatistics,
-)
+from actors import ActorRef, SupervisorStatistics
 
 from .. import api
 from .._errors import SettingError
@@ -56,7 +53,7 @@ from ._job_messages import JobMessage
 from ._jobs import Jobs
 from ._operator import notify_platform_failure
 from ._planning import Planning
-from ._ray_nodes import follow_ray_nodes
+from ._ray_nodes import follow_ray_nodes, reach_ray
 from ._relocation import Relocation
 from ._starter import (
     Starter,
@@ -175,6 +172,7 @@ class Runtime:
             folder.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(check_writable, settings.shared_storage_url,
                                       "storage_url" if settings.storage_url else "checkpoint_url")
+        await reach_ray(self.job_context.executor)  # a Ray cluster that does not answer: one line
         await trio.to_thread.run_sync(self.store.open)
         self.api_key, self.api_key_created = await self.accounts.ensure_local()
         await self.cluster.register()

@@ -43,7 +43,14 @@ def refused_start(data_dir: Path, **env: str) -> subprocess.CompletedProcess[str
      "name; pick another"),
     ({"ALALLO_NODES": json.dumps([{"name": "gpu-1", "device": "H100-80GB"}])},
      "Error: ALALLO_NODES: node 'gpu-1': declared 1 × H100-80GB, NVML finds none"),
-], ids=["storage_url", "trainer_user", "trainers", "nodes"])
+    ({"ALALLO_RAY_ADDRESS": "http://127.0.0.1:9"},
+     "Error: ALALLO_RAY_ADDRESS needs ALALLO_SHARED_DIR: a directory every node of the Ray "
+     "cluster mounts at the same path"),
+    ({"ALALLO_RAY_ADDRESS": "http://127.0.0.1:9", "ALALLO_SHARED_DIR": "{tmp}/shared"},
+     "Error: ALALLO_RAY_ADDRESS: the Ray cluster at http://127.0.0.1:9 did not answer "
+     "GET /api/version"),
+], ids=["storage_url", "trainer_user", "trainers", "nodes", "ray_without_shared_dir",
+        "ray_not_answering"])
 def test_a_setting_that_cannot_work_refuses_the_start_in_one_line(
         tmp_path: Path, env: dict[str, str], said: str) -> None:
     (tmp_path / "a-file").write_text("not a directory")
