@@ -35,12 +35,14 @@ test: $(STAMP)
 
 test-sqlite: $(STAMP)
 	mkdir -p $(TEST_TMP)
-	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite
+	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite -m "not ray"
 
+# The tests on a real local Ray cluster (marker `ray`, one cluster for them all) run in this
+# pass, the shorter one; their stores are SQLite files of their own.
 test-postgres: $(STAMP)
 	mkdir -p $(TEST_TMP)
 	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest --basetemp=$(TEST_TMP)/postgres \
-		-m "not unit and not any_backend"
+		-m "(not unit and not any_backend) or ray"
 
 # What runs without a store or Chromium and trains nothing: a minute, for the edit-test loop.
 test-quick: $(STAMP)

@@ -7,6 +7,7 @@ data-parallel plan. Rank 0 alone speaks the protocol; cancelling stops every ran
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,39 @@ async def test_a_two_device_plan_runs_two_ranks_and_cancel_stops_them(tmp_path: 
     assert "Distributed training: world size 2, backend gloo" in log
     assert log.count("Training complete") == 1, "rank 0 alone reports"
     assert done.plan.price_per_hour == 2 * settings.cpu_price_per_hour
+
+
+def rank_of(pid: int) -> int | None:
+    """The ``RANK`` a process was started with (None: not a rank, or gone)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    found = [v for v in environ if v.startswith(b"RANK=")]
+    return int(found[0][5:]) if found else None
+
+
+async def test_a_crashed_rank_restarts_the_job_from_its_checkpoint(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, cpu_devices=2, warm_trainers=False)
+    async with Runtime(settings) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        job = await rt.create_job(account, {
+            "model": "alallo/tiny-gpt2", "training_file": file.id, "goal": "fastest_finish",
+            "hyperparameters": {"max_steps": 30, "batch_size": 4}, "seed": 1})
+        attempt = (tmp_path / "jobs" / job.id / "attempt-1").resolve()
+        with trio.fail_after(120):
+            async for item in rt.stream(account, job.id):
+                if item.kind == "event" and item.data["type"] == "CHECKPOINT_SAVE":
+                    break
+        (second,) = [pid for pid in processes_in(attempt) if rank_of(pid) == 1]
+        os.kill(second, signal.SIGKILL)  # one rank dies: the group goes down with it
+        with trio.fail_after(180):
+            async for _ in rt.stream(account, job.id):
+                pass
+        done = await rt.get_job(account, job.id)
+        events, _ = await rt.list_events(account, job.id, limit=1000)
+    assert done.status is JobStatus.SUCCEEDED and done.attempt == 2 and done.restarts == 1
+    (restarted,) = [e.message for e in events if e.type.value == "JOB_RESTARTED"]
+    assert restarted.startswith("Job restarted from the checkpoint at step 10: "), restarted
+    assert done.progress.step == 30
