@@ -114,6 +114,25 @@ async def test_cancel_on_ray_stops_the_trainer_and_leaves_no_process(
     assert await ray_job_status(ray_cluster, run_id(job, 1, tmp_path / "shared")) == "STOPPED"
 
 
+async def test_a_draining_node_moves_the_job_to_the_other_through_ray(
+        ray_cluster: RayCluster, tmp_path: Path) -> None:
+    """The path a job takes to more capacity: its run stopped on Ray, the next on another
+    node, from the checkpoint."""
+    async with ray_runtime(ray_cluster, tmp_path) as (rt, account, file_id):
+        job = await rt.create_job(account, simulated(file_id, steps=60, delay=0.1))
+        first = await until(rt, account, job.id, lambda j: j.checkpoint is not None, timeout=90)
+        assert first.placement is not None
+        node = first.placement["node"]
+        pid = trainer_pid(first, 1, tmp_path / "shared")
+        assert await rt.drain_node(node) == [job.id]
+        done = await until(rt, account, job.id, lambda j: j.status.is_final, timeout=120)
+        await rt.drain_node(node, on=False)
+        assert not running(pid)
+    assert done.status is JobStatus.SUCCEEDED and done.attempt == 2
+    assert done.placement is not None and done.placement["node"] != node
+    assert await ray_job_status(ray_cluster, run_id(job, 1, tmp_path / "shared")) == "STOPPED"
+
+
 async def test_a_lost_node_moves_the_job_to_the_other_from_its_checkpoint(
         ray_cluster: RayCluster, tmp_path: Path) -> None:
     shared = tmp_path / "shared"
