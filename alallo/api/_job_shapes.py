@@ -127,6 +127,9 @@ class FineTuningJob(TypedDict):
     """The latest checkpoint the trainer saved; None before the first."""
     fine_tuned_model: str | None
     """Where the trained model is, once the job succeeded; None before."""
+    model_revision: str | None
+    """For a Hugging Face hub model: the commit hash of the weights it trains (resolved when
+    the job was created, from the server's cache); None for other models."""
     error: JobError | None
     """Why the job failed; None unless it did."""
     seq: int

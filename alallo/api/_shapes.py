@@ -108,7 +108,10 @@ class Model(TypedDict):
     """E.g. ``alallo/tiny-gpt2``: what ``create_job(model=...)`` takes."""
     object: Literal["model"]
     owned_by: str
-    """``alallo`` (the built-in catalogue) or ``local`` (weights on this server's disk)."""
+    """``alallo`` (the built-in catalogue), ``local`` (a model directory on this server's
+    disk) or, for a Hugging Face hub model in the server's cache, its organisation."""
+    revision: str | None
+    """A hub model's commit hash in the cache (the weights a job of it trains); else None."""
     parameters: int
     """Number of weights."""
     context_length: int

@@ -1,13 +1,24 @@
-"""The model catalogue: which base models a job may name, and where they run."""
+"""The model catalogue: which base models a job may name, and where they run.
+
+A job names a built-in model, a local Hugging Face model directory by its absolute path, or
+a Hugging Face hub id (``org/name``, optionally ``org/name@revision``) whose weights are in
+this server's Hugging Face cache (``HF_HOME``): resolved with ``huggingface_hub`` from the
+cache alone (``snapshot_download(..., local_files_only=True)``), so the answer is instant and
+the same offline (``HF_HUB_OFFLINE=1``). The snapshot's commit hash is the model's revision:
+a job records it, and a rerun trains the same weights.
+"""
 
 from __future__ import annotations
 
+import builtins
+import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import InvalidRequest
 
-__all__ = ["TINY_GPT2", "Catalogue", "CatalogueModel"]
+__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel"]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
 
@@ -33,7 +44,12 @@ class CatalogueModel:
     local_path: Path | None = None
     weights_here: bool = True
     """False for catalogue models whose weights this server does not have."""
+    revision: str | None = None
+    """A hub model's commit hash (its snapshot in the Hugging Face cache); None otherwise."""
 
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./-]+)?$")
+"""A Hugging Face hub id, ``org/name`` or ``org/name@revision``."""
 
 _BUILT_IN = (
     CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),
@@ -81,12 +97,58 @@ class Catalogue:
             )
             self._models[name] = model
             return model
+        if HUB_ID.match(name) and (hub := _from_hub_cache(name)) is not None:
+            self._models[name] = hub
+            return hub
         known = ", ".join(sorted(self._models))
+        why = (f"{name!r} is not in this server's Hugging Face cache (the operator downloads "
+               "it: huggingface-cli download " + name.split("@")[0] + ")") if HUB_ID.match(
+                   name) else f"unknown model {name!r}"
         raise InvalidRequest(
-            f"unknown model {name!r}: use one of {known}, or the absolute path of a "
-            "local Hugging Face model directory",
+            f"{why}: use one of {known}, a hub model in the cache, or the absolute path of "
+            "a local Hugging Face model directory",
             param="model",
         )
+
+    def cached_hub_models(self) -> builtins.list[CatalogueModel]:
+        """The hub models in this server's Hugging Face cache, each at its newest snapshot
+        (``GET /v1/models`` lists them)."""
+        try:
+            from huggingface_hub import scan_cache_dir
+            from huggingface_hub.errors import CacheNotFound
+        except ImportError:
+            return []
+        try:
+            repos = scan_cache_dir().repos
+        except CacheNotFound:
+            return []
+        found = []
+        for repo in sorted(repos, key=lambda r: r.repo_id):
+            if repo.repo_type == "model" and HUB_ID.match(repo.repo_id):
+                with contextlib.suppress(InvalidRequest):
+                    found.append(self.resolve(repo.repo_id))
+        return found
+
+
+def _from_hub_cache(name: str) -> CatalogueModel | None:
+    """A hub model from the Hugging Face cache alone, or None when it is not there (or
+    ``huggingface_hub`` is not installed: ``pip install 'alallo[train]'``)."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        return None
+    repo_id, _, revision = name.partition("@")
+    try:
+        snapshot = Path(snapshot_download(repo_id, revision=revision or None,
+                                          local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+    if not (snapshot / "config.json").is_file():
+        return None
+    return CatalogueModel(id=name, parameters=_count_parameters(snapshot),
+                          context_length=_context(snapshot), local_path=snapshot,
+                          revision=snapshot.name)
 
 
 def _read_config(path: Path) -> dict[str, object]:

@@ -109,6 +109,8 @@ class Job(BaseModel):
     """How many runs the job has started; the log is kept per attempt."""
     checkpoint: SavedCheckpoint | None = None
     fine_tuned_model: str | None = None
+    model_revision: str | None = None
+    """A hub model's commit hash, resolved at creation: every run trains these weights."""
     error: JobError | None = None
     seq: int = 0
     state_seq: int = 0

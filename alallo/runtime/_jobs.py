@@ -84,7 +84,7 @@ class Jobs:
             max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
             options=options.options, verdict=options.verdict,
             estimate=estimate_time(plan, wait_s=wait_s), price_estimate=estimate_price(plan),
-            created_at=int(now),
+            created_at=int(now), model_revision=self._planning.model(spec.model).revision,
         )
         transition = lifecycle.apply(job, lifecycle.Created(now=now))
         job = transition.job

@@ -82,7 +82,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     spec = job.spec
     hp = job.resolved_hyperparameters()
     trainer = spec.trainer
-    model = catalogue.resolve(spec.model)
+    pinned = job.model_revision and "@" not in spec.model  # the weights resolved at creation
+    model = catalogue.resolve(f"{spec.model}@{job.model_revision}" if pinned else spec.model)
     model_dir = model.local_path or settings.models_dir.resolve() / spec.model.replace("/", "--")
     wandb = None
     if spec.integrations:

@@ -69,8 +69,18 @@ class Planning:
         self._scheduler = scheduler
 
     def list_models(self) -> list[CatalogueModel]:
-        """The model catalogue, ``runnable_here`` decided by this server's pool."""
+        """The model catalogue and the hub models in the Hugging Face cache, ``runnable_here``
+        decided by this server's pool."""
+        self._catalogue.cached_hub_models()  # known from now on, listed after the built-in
         return [replace(m, runnable_here=self._runnable(m)) for m in self._catalogue.list()]
+
+    def model(self, name: str) -> CatalogueModel:
+        """The model a job names (:meth:`~alallo.capacity.Catalogue.resolve`).
+
+        Raises:
+            InvalidRequest: no such model (``param="model"``).
+        """
+        return self._catalogue.resolve(name)
 
     def _runnable(self, model: CatalogueModel) -> bool:
         simulated = any(n.spec.simulated for n in self._pool.nodes.values())

@@ -112,6 +112,7 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "checkpoint": ({"step": job.checkpoint.step, "created_at": job.checkpoint.created_at}
                        if job.checkpoint else None),
         "fine_tuned_model": job.fine_tuned_model,
+        "model_revision": job.model_revision,
         "error": ({"code": job.error.code, "message": job.error.message,
                    "param": job.error.param} if job.error else None),
         "seq": job.state_seq,
@@ -167,11 +168,15 @@ def file_view(row: FileRow) -> api.FileObject:
 
 
 def model_view(model: CatalogueModel) -> api.Model:
-    """A model of the catalogue (``owned_by``: ``alallo``, or ``local`` for weights on disk)."""
+    """A model of the catalogue (``owned_by``: ``alallo``, ``local`` for a directory on disk,
+    a hub model's organisation)."""
+    owner = ("alallo" if model.local_path is None else model.id.split("/")[0]
+             if model.revision else "local")
     return {
         "id": model.id,
         "object": "model",
-        "owned_by": "alallo" if model.local_path is None else "local",
+        "owned_by": owner,
+        "revision": model.revision,
         "parameters": model.parameters,
         "context_length": model.context_length,
         "adapters": ["lora", "full"],
