@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.table import Column, Table
 
 from alallo.cli._common import (
     ApiKeyOption,
@@ -24,7 +24,8 @@ def capacity(url: UrlOption = None, api_key: ApiKeyOption = None,
     if as_json:
         print_json(pool)
         return
-    table = Table("Node", "Device", "Free", "Busy (job: device indices)", "$/h per device")
+    table = Table(Column("Node", overflow="fold"),  # a Ray node id whole, if wrapped
+                  "Device", "Free", "Busy (job: device indices)", "$/h per device")
     for node in pool["nodes"]:
         held = node.get("device_indices", {})
         busy = ", ".join(f"{job}: {','.join(map(str, held.get(job, []))) or n}"

@@ -48,7 +48,7 @@ def _configure_logging(level: int) -> None:
 
 
 def _settings(host: str | None, port: int | None, data_dir: Path | None,
-              ray_address: str | None = None) -> Settings:
+              ray_address: str | None = None, shared_dir: Path | None = None) -> Settings:
     """The settings, or one line saying which one is wrong (exit 1, no traceback)."""
     from pydantic import ValidationError
 
@@ -56,7 +56,7 @@ def _settings(host: str | None, port: int | None, data_dir: Path | None,
 
     # Options given on the command line win over ALALLO_* variables.
     given: dict[str, Any] = {"host": host, "port": port, "data_dir": data_dir,
-                             "ray_address": ray_address}
+                             "ray_address": ray_address, "shared_dir": shared_dir}
     try:
         return Settings(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
@@ -168,16 +168,21 @@ def _find_os_error(exc: BaseException) -> OSError | None:
 
 RayAddressOption = Annotated[str | None, typer.Option(
     "--ray-address", help="Train on this Ray cluster: its dashboard's http address, as for "
-    "'ray job submit --address' (needs ALALLO_SHARED_DIR; docs/clusters.md).",
+    "'ray job submit --address' (ALALLO_RAY_ADDRESS; needs --shared-dir; docs/clusters.md).",
     show_default=False)]
+SharedDirOption = Annotated[Path | None, typer.Option(
+    "--shared-dir", help="A directory every Ray node mounts at the same path: jobs, files "
+    "and models go there (ALALLO_SHARED_DIR).", show_default=False)]
 
 
 def serve(host: HostOption = None, port: PortOption = None,
-          data_dir: DataDirOption = None, ray_address: RayAddressOption = None) -> None:
+          data_dir: DataDirOption = None, ray_address: RayAddressOption = None,
+          shared_dir: SharedDirOption = None) -> None:
     """Run the alallo server: the runtime and the HTTP gateway, until Ctrl-C."""
     console = Console(highlight=False)
     _configure_logging(logging.INFO)
-    _run(_settings(host, port, data_dir, ray_address=ray_address), console)
+    _run(_settings(host, port, data_dir, ray_address=ray_address, shared_dir=shared_dir),
+         console)
 
 
 def demo(

@@ -178,11 +178,13 @@ class RayRun:
                 now = trio.current_time()
                 silent_since = silent_since or now
                 if now - silent_since >= CLUSTER_SILENT_S:
+                    log.warning("ray.cluster_silent", node=node, run=run_id, error=str(exc))
                     return RunEnd(None, node_lost=(
                         f"the Ray cluster has not answered for {CLUSTER_SILENT_S:g} s ({exc})"))
                 continue
             silent_since = None
             if not alive:
+                log.warning("ray.node_lost", node=node, run=run_id, ray_status=job.status)
                 return RunEnd(None, node_lost=_lost(node))
             if job.ended:  # without an exit status: the launcher was killed, or never ran
                 return await self._ended_early(job, on_line)

@@ -74,7 +74,8 @@ def open_executor(settings: Settings, user: TrainerUser | None) -> Executor:
         raise SettingError(
             "ALALLO_RAY_ADDRESS needs ALALLO_SHARED_DIR: a directory every node of the Ray "
             "cluster mounts at the same path (NFS, a shared volume), for the jobs' "
-            "checkpoints, training files and models", param="shared_dir")
+            "checkpoints, training files and models (alallo serve --ray-address ... "
+            "--shared-dir DIR)", param="shared_dir")
     if importlib.util.find_spec("ray") is None:
         raise SettingError(
             "ALALLO_RAY_ADDRESS needs Ray in this environment, which the cluster's nodes "

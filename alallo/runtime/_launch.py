@@ -127,11 +127,22 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
 
 
 def prune_checkpoints(workdir: Path, keep: Collection[str | None]) -> None:
-    """Delete the job's checkpoints (of every run) but those in ``keep``: the newest two
-    recorded, one of which the job resumes from. Blocking (run it in a thread)."""
+    """Delete the job's checkpoints (of every run) older than those in ``keep``: the newest
+    two recorded, one of which the job resumes from. Newer ones are left alone: the trainer
+    may be writing one that it has not reported yet. Blocking (run it in a thread)."""
+    steps = [_step(Path(path)) for path in keep if path]
+    oldest = min((s for s in steps if s is not None), default=None)
+    if oldest is None:
+        return
     for path in workdir.glob("attempt-*/checkpoints/checkpoint-*"):
-        if str(path) not in keep:
+        step = _step(path)
+        if step is not None and step < oldest and str(path) not in keep:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _step(path: Path) -> int | None:
+    suffix = path.name.removeprefix("checkpoint-")
+    return int(suffix) if suffix.isdigit() else None
 
 
 def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,

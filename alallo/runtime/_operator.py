@@ -22,14 +22,18 @@ PLATFORM_FAILURES = Counter(
 JOB_RESTARTS = Counter(
     "alallo_job_restarts",
     "Runs started again (each JOB_RESTARTED event) by this process, by cause: trainer (its "
-    "trainer failed), rescheduled (moved to more memory), server_restart (this server "
+    "trainer failed), rescheduled (moved to more memory, or off a draining node), node_lost "
+    "(its Ray node was lost), server_restart (this server "
     "restarted, e.g. after kill -9), adopted (taken over from another server that stopped), "
     "actor_restart (its actor crashed).", ["cause"])
 SERVER_RESTARTED = "the server restarted"
 """The cause JOB_RESTARTED names when a server takes its own jobs back after a restart."""
 ACTOR_RESTARTED = "its actor restarted after an error"
 """The cause JOB_RESTARTED names when the job's actor was restarted by its supervisor."""
-RESTART_CAUSES = ("trainer", "rescheduled", "server_restart", "adopted", "actor_restart")
+RESTART_CAUSES = ("trainer", "rescheduled", "node_lost", "server_restart", "adopted",
+                  "actor_restart")
+NODE_LOST = ("(Ray no longer has it alive)", "the Ray cluster has not answered")
+"""Words of the Ray executor's node-lost causes (:mod:`alallo.executors._ray`)."""
 for _cause in RESTART_CAUSES:
     JOB_RESTARTS.labels(_cause)  # every cause shows, at 0, before its first restart
 WEBHOOK_TIMEOUT_S = 10.0
@@ -49,6 +53,9 @@ def count_restart(cause: str | None) -> None:
         kind = "adopted"
     elif cause == ACTOR_RESTARTED:
         kind = "actor_restart"
+    elif cause is not None and cause.startswith("re-scheduled") and any(
+            words in cause for words in NODE_LOST):
+        kind = "node_lost"
     elif cause is not None and cause.startswith("re-scheduled"):
         kind = "rescheduled"
     else:

@@ -10,7 +10,7 @@ import pytest
 from alallo._trainer_registry import TrainerRegistry
 from alallo.capacity import Grant, Placement
 from alallo.jobs import Plan
-from alallo.runtime._launch import trainer_command, trainer_env
+from alallo.runtime._launch import prune_checkpoints, trainer_command, trainer_env
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +41,15 @@ def test_several_devices_start_the_built_in_trainer_under_torchrun(tmp_path: Pat
                            registry=registry) == [
         "py", "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
         "-m", "alallo.trainers.trl", str(config)]
+
+
+def test_pruning_deletes_only_checkpoints_older_than_those_kept(tmp_path: Path) -> None:
+    made = {}
+    for attempt, step in ((1, 10), (1, 20), (1, 30), (2, 40), (2, 50), (2, 60)):
+        made[step] = tmp_path / f"attempt-{attempt}" / "checkpoints" / f"checkpoint-{step}"
+        made[step].mkdir(parents=True)
+    # 40 and 50 recorded; 60 written but not reported yet (the trainer may be writing it).
+    prune_checkpoints(tmp_path, {str(made[50]), str(made[40])})
+    assert sorted(s for s, p in made.items() if p.exists()) == [40, 50, 60]
+    prune_checkpoints(tmp_path, {str(made[50]), None})  # the first one recorded
+    assert sorted(s for s, p in made.items() if p.exists()) == [50, 60]
