@@ -16,7 +16,7 @@ from ._errors import Forbidden
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
-    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_models", "list_trainers",
+    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_trainers",
     "undrain_node",
 ]
 
@@ -141,9 +141,3 @@ async def list_trainers(request: Request) -> JSONResponse:
     trainers = runtime_of(request).list_trainers()
     return JSONResponse(views.page([views.trainer_view(t) for t in trainers], False))
 
-
-async def list_models(request: Request) -> JSONResponse:
-    """``GET /v1/models`` → the catalogue."""
-    await account_of(request)
-    models = runtime_of(request).list_models()
-    return JSONResponse(views.page([views.model_view(m) for m in models], False))

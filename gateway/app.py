@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from alallo import Runtime
 
-from . import _files, _jobs
+from . import _files, _jobs, _models
 from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
@@ -47,7 +47,10 @@ ROUTES = [
     Route("/v1/files/{file_id}", _files.get_file, methods=["GET"]),
     Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
     Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
-    Route("/v1/models", _jobs.list_models, methods=["GET"]),
+    Route("/v1/models", _models.list_models, methods=["GET"]),
+    Route("/v1/models/{model_id}/content", _models.model_content, methods=["GET"]),
+    Route("/v1/models/{model_id}", _models.get_model, methods=["GET"]),
+    Route("/v1/models/{model_id}", _models.delete_model, methods=["DELETE"]),
     Route("/v1/trainers", _jobs.list_trainers, methods=["GET"]),
     Route("/v1/capacity", _jobs.capacity, methods=["GET"]),
     Route("/v1/capacity/nodes/{node}/drain", _jobs.drain_node, methods=["POST"]),

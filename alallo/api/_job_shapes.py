@@ -126,7 +126,10 @@ class FineTuningJob(TypedDict):
     checkpoint: LatestCheckpoint | None
     """The latest checkpoint the trainer saved; None before the first."""
     fine_tuned_model: str | None
-    """Where the trained model is, once the job succeeded; None before."""
+    """The trained model's id once the job succeeded (``ft:BASE:ACCOUNT[-SUFFIX]:JOB``, as
+    OpenAI's): what ``GET /v1/models/{id}/content`` downloads; None before."""
+    fine_tuned_model_path: str | None
+    """Where the trained model is on the server (for the operator); None before."""
     model_revision: str | None
     """For a Hugging Face hub model: the commit hash of the weights it trains (resolved when
     the job was created, from the server's cache); None for other models."""

@@ -101,6 +101,14 @@ class FileDeleted(TypedDict):
 # -- models, capacity and estimates ---------------------------------------------------
 
 
+class ModelDeleted(TypedDict):
+    """The answer to ``DELETE /v1/models/{id}`` (OpenAI's)."""
+
+    id: str
+    object: Literal["model"]
+    deleted: bool
+
+
 class Model(TypedDict):
     """A model of the catalogue (``list_models``)."""
 

@@ -46,6 +46,7 @@ from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
 from ._devices import open_executor, open_pool
+from ._fine_tuned import FineTunedModels
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -121,6 +122,7 @@ class Runtime:
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
+        self.models = FineTunedModels(self.store, self.settings, self.get_job)  # trained models
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,

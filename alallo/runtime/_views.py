@@ -20,6 +20,7 @@ from ..capacity import CatalogueModel, Placement, Pool
 from ..jobs import Event, Job, LogLine, Plan, TimeRange, time_left
 from ..store import FileRow
 from ._checkpoint_list import JobCheckpoint
+from ._fine_tuned import model_id
 
 __all__ = [
     "CURRENCY",
@@ -111,7 +112,8 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "attempt": job.attempt,
         "checkpoint": ({"step": job.checkpoint.step, "created_at": job.checkpoint.created_at}
                        if job.checkpoint else None),
-        "fine_tuned_model": job.fine_tuned_model,
+        "fine_tuned_model": model_id(job) if job.fine_tuned_model else None,
+        "fine_tuned_model_path": job.fine_tuned_model,
         "model_revision": job.model_revision,
         "error": ({"code": job.error.code, "message": job.error.message,
                    "param": job.error.param} if job.error else None),
@@ -182,6 +184,18 @@ def model_view(model: CatalogueModel) -> api.Model:
         "adapters": ["lora", "full"],
         "precisions": ["16-bit", "4-bit"],
         "runnable_here": model.runnable_here,
+    }
+
+
+def fine_tuned_model_view(job: Job, base: CatalogueModel | None) -> api.Model:
+    """An account's fine-tuned model, as ``GET /v1/models`` lists it (``owned_by``: the
+    account; its size is its base's)."""
+    return {
+        "id": model_id(job), "object": "model", "owned_by": job.account_id, "revision": None,
+        "parameters": base.parameters if base else 0,
+        "context_length": base.context_length if base else 0,
+        "adapters": [job.spec.adapter], "precisions": [job.spec.precision],
+        "runnable_here": False,
     }
 
 

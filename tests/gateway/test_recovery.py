@@ -277,7 +277,7 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
     assert restarted == [f"Job restarted from the checkpoint at step {checkpoint}: "
                          "the server restarted"]
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
-    assert Path(final["fine_tuned_model"]).is_dir()
+    assert Path(final["fine_tuned_model_path"]).is_dir()
 
 
 SIGTERM_IGNORING_TRAINER = textwrap.dedent("""

@@ -88,6 +88,8 @@ class Tenants:
     done: str
     running: str
     other_job: str
+    model: str
+    """The model the owner's finished job trained."""
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +110,11 @@ def tenants(live_server: LiveServer) -> Iterator[Tenants]:
             other_file = other.post("/v1/files", files={"file": ("mine.jsonl", f)}).json()["id"]
         other_job = other.post("/v1/fine_tuning/jobs",
                                json=simulated(other_file, 2)).json()["id"]
-        assert wait_final(owner, done)["status"] == "succeeded"
+        finished = wait_final(owner, done)
+        assert finished["status"] == "succeeded"
         assert wait_final(other, other_job)["status"] == "succeeded"
-        yield Tenants(live_server, owner, other, other_key, file, done, running, other_job)
+        yield Tenants(live_server, owner, other, other_key, file, done, running, other_job,
+                      finished["fine_tuned_model"])
         owner.post(f"/v1/fine_tuning/jobs/{running}/cancel")
         wait_final(owner, running)
 
@@ -132,7 +136,10 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
-    ("GET", "/v1/models"): PUBLIC,
+    ("GET", "/v1/models"): OWN_ONLY,  # the catalogue, and the caller's fine-tuned models
+    ("GET", "/v1/models/{model_id}"): BY_ID,
+    ("DELETE", "/v1/models/{model_id}"): BY_ID,
+    ("GET", "/v1/models/{model_id}/content"): BY_ID,
     ("GET", "/v1/trainers"): PUBLIC,
     ("POST", "/v1/dashboard/links"): OWN_ONLY,
     ("GET", "/v1/capacity"): OWN_ONLY,
@@ -170,10 +177,14 @@ def test_every_route_is_in_this_table() -> None:
 BY_ID_ROUTES = sorted(k for k, v in ISOLATION.items() if v == BY_ID and k[0] != "WEBSOCKET")
 
 
+UNKNOWN_MODEL = "ft:alallo--tiny-gpt2:acct-0:" + "0" * 24
+
+
 def _path(template: str, t: Tenants, *, unknown: bool = False) -> str:
     job = "ft-" + "0" * 24 if unknown else t.running
     file = "file-" + "0" * 24 if unknown else t.file
-    return template.format(job_id=job, file_id=file)
+    model = UNKNOWN_MODEL if unknown else t.model
+    return template.format(job_id=job, file_id=file, model_id=model)
 
 
 @pytest.mark.parametrize("action", ["drain", "undrain"])
@@ -194,16 +205,21 @@ def test_another_accounts_id_answers_as_an_unknown_one(tenants: Tenants, method:
     error = theirs.json()["error"]
     assert set(error) == {"code", "message", "param"}
     unknown_error = nobodys.json()["error"]
-    for owned, unknown in ((tenants.running, "ft-" + "0" * 24), (tenants.file, "file-" + "0" * 24)):
+    for owned, unknown in ((tenants.running, "ft-" + "0" * 24), (tenants.file, "file-" + "0" * 24),
+                           (tenants.model, UNKNOWN_MODEL)):
         error["message"] = error["message"].replace(owned, unknown)
     assert error == unknown_error
 
 
 def test_nothing_of_the_owners_changes(tenants: Tenants) -> None:
-    for template in ("/v1/files/{file_id}", "/v1/fine_tuning/jobs/{job_id}/cancel"):
-        method = "DELETE" if template.startswith("/v1/files") else "POST"
+    for template in ("/v1/files/{file_id}", "/v1/fine_tuning/jobs/{job_id}/cancel",
+                     "/v1/models/{model_id}"):
+        method = "POST" if template.endswith("cancel") else "DELETE"
         assert tenants.other.request(method, _path(template, tenants)).status_code == 404
     assert tenants.owner.get(f"/v1/files/{tenants.file}").status_code == 200
+    assert tenants.owner.get(f"/v1/models/{tenants.model}").status_code == 200
+    others = [m["id"] for m in tenants.other.get("/v1/models").json()["data"]]
+    assert tenants.model not in others
     job = tenants.owner.get(f"/v1/fine_tuning/jobs/{tenants.running}").json()
     assert job["status"] in {"queued", "running"}
 
@@ -309,7 +325,8 @@ AUTHENTICATED = sorted(k for k, v in ISOLATION.items()
 
 
 def _request(client: httpx.Client, method: str, template: str, t: Tenants) -> httpx.Response:
-    path = template.format(job_id=t.other_job, file_id="file-" + "0" * 24, node="cpu")
+    path = template.format(job_id=t.other_job, file_id="file-" + "0" * 24, node="cpu",
+                           model_id=UNKNOWN_MODEL)
     if (method, template) == ("POST", "/v1/files"):
         return client.post(path, files={"file": ("a.jsonl", b'{"text": "hi"}\n')})
     if path in ("/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"):

@@ -69,7 +69,9 @@ async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
     assert all(e["hash"] for e in events["data"] if e["type"] == "CHECKPOINT_SAVE")
 
     # The checkpoint and the fine-tuned model are on disk.
-    model_dir = Path(final["fine_tuned_model"])
+    model_dir = Path(final["fine_tuned_model_path"])
+    assert final["fine_tuned_model"].startswith("ft:alallo--tiny-gpt2:")
+    assert final["fine_tuned_model"].endswith(":" + final["id"].removeprefix("ft-"))
     assert model_dir.is_dir() and (model_dir / "adapter_config.json").is_file()
     assert final["checkpoint"]["step"] == 30
     checkpoints = live_server.data_dir / "jobs" / job["id"] / "attempt-1" / "checkpoints"

@@ -1,0 +1,156 @@
+"""`FineTunedModels`: an account's trained models, by id, as archives to download (issue 17).
+
+A job that succeeded made a model: its id is OpenAI's shape, ``ft:BASE:ACCOUNT[-SUFFIX]:JOB``
+(:func:`model_id`), e.g. ``ft:alallo--tiny-gpt2:acct-1f2e-support:3a4b5c…``; the directory
+stays readable as the job's ``fine_tuned_model_path`` for the operator. A model exists while
+its directory does: ``DELETE /v1/models/{id}`` removes it, and the id then answers 404 as an
+id nobody has (so does another account's).
+
+``GET /v1/models/{id}/content?format=adapter|merged`` is a tar.gz of the model: the PEFT
+adapter as saved (or the whole model of a full fine-tune), or the adapter merged into its base
+(``merge_and_unload``, run by ``python -m alallo.trainers.merge`` in a child process, never
+in the server's event loop). Each archive is built once, into the job's directory, and served
+as a file (``Content-Length``, ``Range``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal
+
+import trio
+
+from .._errors import InvalidRequest, NotFound
+from ..executors import scrubbed_environment
+from ..jobs import Job
+from ..settings import Settings
+from ..store import Store
+
+__all__ = ["ArchiveFormat", "FineTunedModels", "job_id_of", "model_id"]
+
+ArchiveFormat = Literal["adapter", "merged"]
+
+
+def model_id(job: Job) -> str:
+    """The id of the model a job trained: ``ft:BASE:ACCOUNT[-SUFFIX]:JOB`` (JOB: the job
+    id's hex, as OpenAI's ``ft:gpt-4o-mini:org:suffix:abc123``). BASE is the base model's
+    name with ``/`` written ``--`` (as the Hugging Face cache writes it), so that the id is
+    one segment of a URL path."""
+    owner = job.account_id + (f"-{job.spec.suffix}" if job.spec.suffix else "")
+    base = job.spec.model.replace("/", "--")
+    return f"ft:{base}:{owner}:{job.id.removeprefix('ft-')}"
+
+
+def job_id_of(model: str) -> str | None:
+    """The job that trained ``model`` (a :func:`model_id`), or None for any other name."""
+    if not model.startswith("ft:") or model.count(":") < 3:
+        return None
+    return "ft-" + model.rsplit(":", 1)[1]
+
+
+class FineTunedModels:
+    """The account's fine-tuned models: listed, archived, deleted.
+
+    Args:
+        store: the jobs.
+        settings: ``python`` (for the merge) and where jobs keep their files.
+        get_job: the account's job by id (raises :class:`NotFound`).
+    """
+
+    def __init__(self, store: Store, settings: Settings,
+                 get_job: Callable[[str, str], Awaitable[Job]]) -> None:
+        self._store = store
+        self._settings = settings
+        self._get_job = get_job
+
+    async def find(self, account_id: str, model: str) -> Job:
+        """The succeeded job whose model ``model`` is, while the model exists.
+
+        Raises:
+            NotFound: no such model of the account (``param="model"``).
+        """
+        job_id = job_id_of(model)
+        job: Job | None = None
+        if job_id is not None:
+            try:
+                job = await self._get_job(account_id, job_id)
+            except NotFound:
+                job = None
+        if (job is None or job.fine_tuned_model is None or model_id(job) != model
+                or not Path(job.fine_tuned_model).is_dir()):
+            raise NotFound(f"no model {model!r}", param="model")
+        return job
+
+    async def list(self, account_id: str) -> list[Job]:
+        """The account's jobs whose models exist, newest first."""
+        found: list[Job] = []
+        after: str | None = None
+        while True:
+            page, more = await self._store.list_jobs(account_id, limit=1000, after=after)
+            found += [j for j in page if j.fine_tuned_model and Path(j.fine_tuned_model).is_dir()]
+            if not more or not page:
+                return found
+            after = page[-1].id
+
+    async def archive(self, account_id: str, model: str, fmt: str) -> Path:
+        """A tar.gz of the model (``adapter`` or ``merged``), built once.
+
+        Raises:
+            NotFound: no such model of the account.
+            InvalidRequest: an unknown format (``param="format"``).
+            OSError: the archive could not be built (the merge failed, a full disk).
+        """
+        if fmt not in ("adapter", "merged"):
+            raise InvalidRequest(f"format must be adapter or merged, not {fmt!r}",
+                                 param="format")
+        job = await self.find(account_id, model)
+        source = Path(job.fine_tuned_model or "")
+        out = source.parent / "downloads" / f"{job.id}-{fmt}.tar.gz"
+        if out.is_file():
+            return out
+        out.parent.mkdir(exist_ok=True)
+        if fmt == "merged" and (source / "adapter_config.json").is_file():
+            merged = source.parent / "downloads" / "merged"
+            await self._merge(source, merged)
+            source = merged
+        await trio.to_thread.run_sync(_tar, source, out, f"{job.id}-{fmt}")
+        return out
+
+    async def delete(self, account_id: str, model: str) -> None:
+        """Delete the model's files (the job stays, with its events and log).
+
+        Raises:
+            NotFound: no such model of the account.
+        """
+        job = await self.find(account_id, model)
+        model_dir = Path(job.fine_tuned_model or "")
+        await trio.to_thread.run_sync(shutil.rmtree, model_dir)
+        await trio.to_thread.run_sync(
+            lambda: shutil.rmtree(model_dir.parent / "downloads", ignore_errors=True))
+
+    async def _merge(self, adapter: Path, out: Path) -> None:
+        partial = out.with_name(out.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        result = await trio.run_process(
+            [self._settings.python, "-m", "alallo.trainers.merge", str(adapter), str(partial)],
+            capture_stdout=True, capture_stderr=True, check=False,
+            env=scrubbed_environment(self._settings.trainer_env))
+        if result.returncode != 0:
+            last = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            raise OSError(f"merging the adapter into its base failed: {last}")
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(partial, out)
+
+
+def _tar(source: Path, out: Path, top: str) -> None:
+    """``source``'s files as ``top/...`` in a tar.gz at ``out``, written whole or not at all."""
+    partial = out.with_name(out.name + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                archive.add(path, arcname=f"{top}/{path.relative_to(source).as_posix()}")
+    os.replace(partial, out)
