@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .api import EstimatePlan as EstimatePlan
     from .api import EstimatePrice as EstimatePrice
     from .api import FileDeleted as FileDeleted
+    from .api import ModelDeleted as ModelDeleted
     from .api import FileList as FileList
     from .api import FileObject as FileObject
     from .api import FineTuningJob as FineTuningJob
@@ -98,6 +99,7 @@ _ORIGINS = {
     "Event": ".jobs",
     "EventType": "._status",
     "FileDeleted": ".api",
+    "ModelDeleted": ".api",
     "FileList": ".api",
     "FileObject": ".api",
     "FineTuningJob": ".api",
@@ -176,6 +178,7 @@ __all__ = [
     "LogPage",
     "Message",
     "Model",
+    "ModelDeleted",
     "ModelList",
     "NodeDrain",
     "NotFound",
