@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import tarfile
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from alallo.cli._common import (
     ApiKeyOption,
@@ -18,7 +21,8 @@ from alallo.cli._table import Column, fitted_table
 
 __all__ = ["models_app"]
 
-models_app = typer.Typer(rich_markup_mode=None, help="The models you can fine-tune.")
+models_app = typer.Typer(rich_markup_mode=None,
+                         help="The models you can fine-tune, and your fine-tuned ones.")
 
 
 @models_app.callback(invoke_without_command=True)
@@ -39,6 +43,42 @@ def list_models(
 ) -> None:
     """List the models you can fine-tune."""
     _show(url, api_key, as_json)
+
+
+@models_app.command("download")
+def download(
+    model: Annotated[str, typer.Argument(help="A fine-tuned model's id (ft:…).")],
+    merged: Annotated[bool, typer.Option(
+        "--merged", help="The adapter merged into its base (a plain transformers model).")] = False,
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="The directory to unpack it into.")] = Path("."),
+    url: UrlOption = None, api_key: ApiKeyOption = None,
+) -> None:
+    """Download a fine-tuned model (the LoRA adapter, or --merged) and unpack it."""
+    with open_client(url, api_key) as client, Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+            TransferSpeedColumn(), console=console(), transient=True) as bar:
+        task = bar.add_task("Downloading", total=None)
+        archive = client.download_model(
+            model, output, merged=merged,
+            progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        tar.extractall(output, filter="data")
+    archive.unlink()
+    kind = "merged model" if merged else "adapter"
+    console().print(f"Saved the {kind} of {model} in {output / top}")
+
+
+@models_app.command("delete")
+def delete(
+    model: Annotated[str, typer.Argument(help="A fine-tuned model's id (ft:…).")],
+    url: UrlOption = None, api_key: ApiKeyOption = None,
+) -> None:
+    """Delete a fine-tuned model's files (the job stays, with its events and log)."""
+    with open_client(url, api_key) as client:
+        client.delete_model(model)
+    console().print(f"Deleted {model}")
 
 
 def _show(url: str | None, api_key: str | None, as_json: bool) -> None:

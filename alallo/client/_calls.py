@@ -35,6 +35,7 @@ from alallo.api import (
     JobEventList,
     JobList,
     LogPage,
+    ModelDeleted,
     ModelList,
     NodeDrain,
     Page,
@@ -132,6 +133,17 @@ class Calls:
 
     def list_models(self) -> Op[ModelList]:
         return self._json("GET", "/v1/models")
+
+    def delete_model(self, model: str) -> Op[ModelDeleted]:
+        return self._json("DELETE", f"/v1/models/{model}")
+
+    def auth_headers(self) -> dict[str, str]:
+        """The headers of an authenticated request (for a download read in chunks).
+
+        Raises:
+            Unauthorized: no API key was given or found.
+        """
+        return self._headers(True)
 
     def list_trainers(self) -> Op[TrainerList]:
         return self._json("GET", "/v1/trainers")

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Self, Unpack
 
@@ -21,6 +22,7 @@ from alallo.client._calls import (
     LOG_PAGE_SIZE,
     Calls,
 )
+from alallo.client._answers import raise_for_status
 from alallo.client._drivers import SyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
@@ -121,6 +123,43 @@ class Client:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
         return self._driver.run(self._calls.list_models())
 
+
+    def delete_model(self, model: str) -> api.ModelDeleted:
+        """Delete one of the account's fine-tuned models (its files; the job stays).
+
+        Raises:
+            NotFound: the account has no such model.
+        """
+        return self._driver.run(self._calls.delete_model(model))
+
+    def download_model(self, model: str, directory: str | os.PathLike[str], *,
+                       merged: bool = False,
+                       progress: Callable[[int, int | None], None] | None = None) -> Path:
+        """Download a fine-tuned model's archive (tar.gz: the adapter, or ``merged`` into
+        its base) into ``directory``, resuming a partial file left by an earlier try
+        (``Range``). ``progress(bytes_so_far, total_or_None)`` is called as chunks arrive.
+
+        Returns:
+            The archive's path, ``<directory>/<job id>-<adapter|merged>.tar.gz``.
+
+        Raises:
+            NotFound: the account has no such model.
+        """
+        fmt = "merged" if merged else "adapter"
+        target = Path(directory) / f"ft-{model.rsplit(':', 1)[-1]}-{fmt}.tar.gz"
+        partial = target.with_name(target.name + ".partial")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        have = partial.stat().st_size if partial.exists() else 0
+        headers = self._calls.auth_headers() | ({"Range": f"bytes={have}-"} if have else {})
+        with self._http.stream("GET", f"/v1/models/{model}/content", params={"format": fmt},
+                               headers=headers) as response:
+            if response.status_code != 416:  # 416: the partial file is whole already
+                if not response.is_success:
+                    response.read()
+                    raise_for_status(response)
+                _save(response, partial, have if response.status_code == 206 else 0, progress)
+        partial.replace(target)
+        return target
     def list_trainers(self) -> api.TrainerList:
         """The trainers a job may name: ``name``, ``description``, ``built_in``."""
         return self._driver.run(self._calls.list_trainers())
@@ -265,3 +304,17 @@ class Client:
     def healthz(self) -> api.Health:
         """The server's health answer; needs no API key."""
         return self._driver.run(self._calls.healthz())
+
+
+def _save(response: httpx.Response, path: Path, offset: int,
+          progress: Callable[[int, int | None], None] | None) -> None:
+    """Write a download's body to ``path`` from ``offset`` (0: from the start)."""
+    size = response.headers.get("content-length")
+    total = int(size) + offset if size else None
+    done = offset
+    with path.open("ab" if offset else "wb") as out:
+        for chunk in response.iter_bytes(1 << 20):
+            out.write(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)

@@ -5,16 +5,24 @@ are, and its deletion. A real tiny TRL job trains it; the test loads and generat
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+import trio
+
+from alallo.client import Client
 
 from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 pytestmark = pytest.mark.slow
+
+UNKNOWN = "ft:alallo--tiny-gpt2:acct-0:" + "0" * 24
 
 
 @pytest.fixture
@@ -86,6 +94,28 @@ async def test_a_fine_tuned_model_downloads_loads_and_is_deleted(
                                              adapter_dir)
     # The merged weights are the base with the adapter folded in: the same text comes out.
     assert generate(plain, tokenizer) == generate(with_adapter, tokenizer)
+
+    # The Python client resumes a partial download; the CLI downloads and unpacks.
+    partial = tmp_path / "client" / f"{job['id']}-adapter.tar.gz.partial"
+    partial.parent.mkdir()
+    partial.write_bytes(adapter.content[:100])
+    with Client(live_server.url, api_key=live_server.api_key) as sync:
+        seen: list[tuple[int, int | None]] = []
+        path = await trio.to_thread.run_sync(lambda: sync.download_model(
+            model, tmp_path / "client", progress=lambda d, t: seen.append((d, t))))
+    assert path.read_bytes() == adapter.content and not partial.exists()
+    assert seen[-1] == (len(adapter.content), len(adapter.content))
+    env = {**os.environ, "ALALLO_URL": live_server.url, "ALALLO_API_KEY": live_server.api_key}
+    cli = subprocess.run([sys.executable, "-m", "alallo", "models", "download", model, "--merged",
+                          "-o", str(tmp_path / "cli")], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    assert (tmp_path / "cli" / f"{job['id']}-merged" / "config.json").is_file(), cli.stdout
+    missing = subprocess.run([sys.executable, "-m", "alallo", "models", "download",
+                              UNKNOWN], env=env, capture_output=True, text=True, timeout=120,
+                             check=False)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip() == f"Error: no model '{UNKNOWN}' (param: model)"
 
     bad = await client.get(f"/v1/models/{model}/content", params={"format": "gguf"})
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "format"
