@@ -13,6 +13,7 @@ import httpx
 
 from alallo import api
 from alallo._types import FileId, JobId, Seq
+from alallo.client._answers import raise_for_status
 from alallo.client._calls import (
     CHECKPOINTS_PAGE_SIZE,
     DEFAULT_TIMEOUT_S,
@@ -22,7 +23,6 @@ from alallo.client._calls import (
     LOG_PAGE_SIZE,
     Calls,
 )
-from alallo.client._answers import raise_for_status
 from alallo.client._drivers import SyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 from alallo.trainers.tiny import build_tiny_gpt2
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 pytestmark = pytest.mark.slow
 

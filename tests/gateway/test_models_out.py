@@ -15,10 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 from alallo.client import Client
-
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 pytestmark = pytest.mark.slow
 
