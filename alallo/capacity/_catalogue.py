@@ -97,6 +97,12 @@ class Catalogue:
             )
             self._models[name] = model
             return model
+        if path.is_absolute() and (path / "adapter_config.json").is_file():
+            base = _read_json(path / "adapter_config.json").get("base_model_name_or_path")
+            raise InvalidRequest(
+                f"{name} holds a LoRA adapter, not a model (its base: {base}): name the base "
+                "model to train a new adapter; training an adapter further is not supported "
+                "yet (its merged model is: alallo models download --merged)", param="model")
         if HUB_ID.match(name) and (hub := _from_hub_cache(name)) is not None:
             self._models[name] = hub
             return hub
@@ -152,10 +158,14 @@ def _from_hub_cache(name: str) -> CatalogueModel | None:
 
 
 def _read_config(path: Path) -> dict[str, object]:
+    return _read_json(path / "config.json")
+
+
+def _read_json(path: Path) -> dict[str, object]:
     import json
 
     try:
-        data = json.loads((path / "config.json").read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from alallo import JobSpec
+from alallo import InvalidRequest, JobSpec
 from alallo.capacity._pool import NodeSpec, Pool
 from alallo.capacity._catalogue import Catalogue
 from alallo.capacity._plans import bytes_per_parameter, memory_gb, plan_options
@@ -97,3 +99,24 @@ def test_a_cpu_of_two_devices_offers_a_two_rank_plan_to_the_quickest() -> None:
     assert both.memory_gb == one.memory_gb, "each rank holds the whole model"
     assert both.price_per_hour == 0.2 and both.step_time_s < one.step_time_s
     assert options.pick("fastest_finish") == both and options.pick("lowest_cost") == one
+
+
+def test_an_adapter_directory_as_the_model_is_refused_saying_what_it_is(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "/srv/models/base", "peft_type": "LORA"}')
+    with pytest.raises(InvalidRequest) as refused:
+        Catalogue().resolve(str(tmp_path))
+    assert refused.value.param == "model"
+    assert refused.value.message.startswith(
+        f"{tmp_path} holds a LoRA adapter, not a model (its base: /srv/models/base): name the "
+        "base model")
+
+
+def test_a_hub_id_not_in_the_cache_is_refused_saying_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(InvalidRequest, match="'acme/none' is not in this server's Hugging Face "
+                                             "cache"):
+        Catalogue().resolve("acme/none")
+    with pytest.raises(InvalidRequest, match="unknown model 'none': use one of"):
+        Catalogue().resolve("none")
