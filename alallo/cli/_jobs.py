@@ -192,6 +192,8 @@ def get(
         )
     if job.get("fine_tuned_model"):
         grid.add_row("Fine-tuned model", Text(str(job["fine_tuned_model"]), style="bold"))
+    if job.get("fine_tuned_model_path"):
+        grid.add_row("Files", str(job["fine_tuned_model_path"]))
     error = error_text(job)
     if error:
         grid.add_row("Error", Text(error, style="red"))

@@ -116,5 +116,6 @@ def test_demo_trains_the_sample_job_and_exits(tmp_path: Path) -> None:
     assert "queued (Starting)" in out
     assert re.search(r"Step 10/36: loss \d", out) and "Step 30/36: loss" in out
     assert "succeeded" in out
-    model = re.search(r"Fine-tuned model: (\S+)", out)
+    assert re.search(r"Fine-tuned model: ft:alallo--tiny-gpt2:\S+:[0-9a-f]{24}\n", out), out
+    model = re.search(r"Its files on the server: (\S+)", out)
     assert model is not None and (Path(model.group(1)) / "adapter_config.json").is_file()
