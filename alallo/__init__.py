@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from .api import EstimatePlan as EstimatePlan
     from .api import EstimatePrice as EstimatePrice
     from .api import FileDeleted as FileDeleted
-    from .api import ModelDeleted as ModelDeleted
     from .api import FileList as FileList
     from .api import FileObject as FileObject
     from .api import FineTuningJob as FineTuningJob
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from .api import LatestCheckpoint as LatestCheckpoint
     from .api import LogPage as LogPage
     from .api import Model as Model
+    from .api import ModelDeleted as ModelDeleted
     from .api import ModelList as ModelList
     from .api import NodeDrain as NodeDrain
     from .api import Page as Page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from types import TracebackType
 from typing import Self, Unpack
 
@@ -21,6 +22,7 @@ from alallo.client._calls import (
     LOG_PAGE_SIZE,
     Calls,
 )
+from alallo.client._download import ModelDownload, Progress
 from alallo.client._drivers import AsyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
@@ -114,6 +116,19 @@ class AsyncClient:
     async def list_models(self) -> api.ModelList:
         """The model catalogue (:meth:`Client.list_models`)."""
         return await self._driver.run(self._calls.list_models())
+
+    async def delete_model(self, model: str) -> api.ModelDeleted:
+        """Delete one of the account's fine-tuned models (:meth:`Client.delete_model`)."""
+        return await self._driver.run(self._calls.delete_model(model))
+
+    async def download_model(self, model: str, directory: str | os.PathLike[str], *,
+                             merged: bool = False, progress: Progress | None = None) -> Path:
+        """Download a fine-tuned model's archive, resumable (:meth:`Client.download_model`)."""
+        download = ModelDownload.into(model, directory, merged)
+        async with self._http.stream(
+                "GET", download.url, params=download.params,
+                headers=download.headers(self._calls.auth_headers())) as response:
+            return await download.asave(response, progress)
 
     async def list_trainers(self) -> api.TrainerList:
         """The trainers a job may name (:meth:`Client.list_trainers`)."""

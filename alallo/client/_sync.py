@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self, Unpack
@@ -13,7 +13,6 @@ import httpx
 
 from alallo import api
 from alallo._types import FileId, JobId, Seq
-from alallo.client._answers import raise_for_status
 from alallo.client._calls import (
     CHECKPOINTS_PAGE_SIZE,
     DEFAULT_TIMEOUT_S,
@@ -23,6 +22,7 @@ from alallo.client._calls import (
     LOG_PAGE_SIZE,
     Calls,
 )
+from alallo.client._download import ModelDownload, Progress
 from alallo.client._drivers import SyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
@@ -123,7 +123,6 @@ class Client:
         """The model catalogue: ``id``, ``parameters``, ``adapters``, ``runnable_here``, ..."""
         return self._driver.run(self._calls.list_models())
 
-
     def delete_model(self, model: str) -> api.ModelDeleted:
         """Delete one of the account's fine-tuned models (its files; the job stays).
 
@@ -134,7 +133,7 @@ class Client:
 
     def download_model(self, model: str, directory: str | os.PathLike[str], *,
                        merged: bool = False,
-                       progress: Callable[[int, int | None], None] | None = None) -> Path:
+                       progress: Progress | None = None) -> Path:
         """Download a fine-tuned model's archive (tar.gz: the adapter, or ``merged`` into
         its base) into ``directory``, resuming a partial file left by an earlier try
         (``Range``). ``progress(bytes_so_far, total_or_None)`` is called as chunks arrive.
@@ -145,21 +144,10 @@ class Client:
         Raises:
             NotFound: the account has no such model.
         """
-        fmt = "merged" if merged else "adapter"
-        target = Path(directory) / f"ft-{model.rsplit(':', 1)[-1]}-{fmt}.tar.gz"
-        partial = target.with_name(target.name + ".partial")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        have = partial.stat().st_size if partial.exists() else 0
-        headers = self._calls.auth_headers() | ({"Range": f"bytes={have}-"} if have else {})
-        with self._http.stream("GET", f"/v1/models/{model}/content", params={"format": fmt},
-                               headers=headers) as response:
-            if response.status_code != 416:  # 416: the partial file is whole already
-                if not response.is_success:
-                    response.read()
-                    raise_for_status(response)
-                _save(response, partial, have if response.status_code == 206 else 0, progress)
-        partial.replace(target)
-        return target
+        download = ModelDownload.into(model, directory, merged)
+        with self._http.stream("GET", download.url, params=download.params,
+                               headers=download.headers(self._calls.auth_headers())) as response:
+            return download.save(response, progress)
     def list_trainers(self) -> api.TrainerList:
         """The trainers a job may name: ``name``, ``description``, ``built_in``."""
         return self._driver.run(self._calls.list_trainers())
@@ -305,16 +293,3 @@ class Client:
         """The server's health answer; needs no API key."""
         return self._driver.run(self._calls.healthz())
 
-
-def _save(response: httpx.Response, path: Path, offset: int,
-          progress: Callable[[int, int | None], None] | None) -> None:
-    """Write a download's body to ``path`` from ``offset`` (0: from the start)."""
-    size = response.headers.get("content-length")
-    total = int(size) + offset if size else None
-    done = offset
-    with path.open("ab" if offset else "wb") as out:
-        for chunk in response.iter_bytes(1 << 20):
-            out.write(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
@@ -73,7 +74,7 @@ def test_the_openapi_document_has_each_shape_by_its_name_with_its_keys() -> None
 
 
 def test_every_public_method_of_both_clients_returns_a_result_type() -> None:
-    allowed = {getattr(shapes, n) for n in shapes.__all__} | {str, StreamItem}
+    allowed = {getattr(shapes, n) for n in shapes.__all__} | {str, StreamItem, Path}
     for name, method in inspect.getmembers(Client, inspect.isfunction):
         if name.startswith("_") or name == "close":
             continue

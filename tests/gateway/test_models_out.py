@@ -17,7 +17,7 @@ import pytest
 import trio
 from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
-from alallo.client import Client
+from alallo.client import AsyncClient, Client
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +104,9 @@ async def test_a_fine_tuned_model_downloads_loads_and_is_deleted(
             model, tmp_path / "client", progress=lambda d, t: seen.append((d, t))))
     assert path.read_bytes() == adapter.content and not partial.exists()
     assert seen[-1] == (len(adapter.content), len(adapter.content))
+    async with AsyncClient(live_server.url, api_key=live_server.api_key) as async_client:
+        path = await async_client.download_model(model, tmp_path / "async", merged=True)
+    assert path.name == f"{job['id']}-merged.tar.gz" and path.read_bytes() == merged.content
     env = {**os.environ, "ALALLO_URL": live_server.url, "ALALLO_API_KEY": live_server.api_key}
     cli = subprocess.run([sys.executable, "-m", "alallo", "models", "download", model, "--merged",
                           "-o", str(tmp_path / "cli")], env=env, capture_output=True, text=True,
