@@ -7,6 +7,7 @@ that resumes it (RFC 9110 §14.2). Each client streams the body its own way.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ class ModelDownload:
     format: str
 
     @classmethod
-    def into(cls, model: str, directory: str | Path, merged: bool) -> ModelDownload:
+    def into(cls, model: str, directory: str | os.PathLike[str], merged: bool) -> ModelDownload:
         """Plan the download of ``model`` into ``directory`` (created when missing)."""
         fmt = "merged" if merged else "adapter"
         target = Path(directory) / f"ft-{model.rsplit(':', 1)[-1]}-{fmt}.tar.gz"
