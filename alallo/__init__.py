@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
+    from .api import AssistantMessage as AssistantMessage
     from .api import Capacity as Capacity
     from .api import CapacityNode as CapacityNode
+    from .api import ChatChoice as ChatChoice
+    from .api import ChatCompletion as ChatCompletion
     from .api import Checkpoint as Checkpoint
     from .api import CheckpointList as CheckpointList
     from .api import CheckpointMetrics as CheckpointMetrics
@@ -65,10 +68,13 @@ if TYPE_CHECKING:
     from .api import Price as Price
     from .api import PriceRange as PriceRange
     from .api import Progress as Progress
+    from .api import TextChoice as TextChoice
+    from .api import TextCompletion as TextCompletion
     from .api import TimeRange as TimeRange
     from .api import Trainer as Trainer
     from .api import TrainerList as TrainerList
     from .api import TrainingLogLine as TrainingLogLine
+    from .api import Usage as Usage
     from .client import Client as Client
     from .client._async import AsyncClient as AsyncClient
     from .jobs import Event as Event
@@ -85,6 +91,12 @@ _ORIGINS = {
     "ApiError": "._errors",
     "AsyncClient": ".client",
     "Capacity": ".api",
+    "AssistantMessage": ".api",
+    "ChatChoice": ".api",
+    "ChatCompletion": ".api",
+    "TextChoice": ".api",
+    "TextCompletion": ".api",
+    "Usage": ".api",
     "CapacityNode": ".api",
     "Checkpoint": ".api",
     "CheckpointList": ".api",
@@ -141,9 +153,12 @@ _ORIGINS = {
 __all__ = [
     "AlalloError",
     "ApiError",
+    "AssistantMessage",
     "AsyncClient",
     "Capacity",
     "CapacityNode",
+    "ChatChoice",
+    "ChatCompletion",
     "Checkpoint",
     "CheckpointList",
     "CheckpointMetrics",
@@ -189,12 +204,15 @@ __all__ = [
     "Runtime",
     "SettingError",
     "Settings",
+    "TextChoice",
+    "TextCompletion",
     "TimeRange",
     "Trainer",
     "TrainerList",
     "TrainingLogLine",
     "Unauthorized",
     "Unavailable",
+    "Usage",
 ]
 
 

@@ -103,6 +103,15 @@ class Settings(BaseSettings):
     gpu_price_per_hour: float = Field(default=2.0, ge=0)
     """What an hour of a detected GPU the catalogue does not know costs (USD, per
     device); the catalogue's GPUs cost their list price (``docs/clusters.md``)."""
+    inference_max_models: int = Field(default=2, ge=1)
+    """Models loaded at once for ``/v1/chat/completions`` (a worker process each); loading
+    one more lets go of the one used longest ago."""
+    inference_idle_s: float = Field(default=600.0, gt=0)
+    """A loaded model nobody asked for this long (s) is let go of."""
+    inference_max_tokens: int = Field(default=1024, ge=1)
+    """The most tokens one completion may generate (``max_tokens`` above it: 422)."""
+    inference_price_per_1m_tokens: float = Field(default=0.0, ge=0)
+    """What a million tokens (prompt and generated) cost (USD), charged to the account."""
     max_restarts: int = Field(default=3, ge=0)
     """Restarts from the latest checkpoint after platform errors, before a job fails."""
     budget_factor: float = Field(default=3.0, gt=0)

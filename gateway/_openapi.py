@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import JobSpec, api
+from alallo.runtime import ChatRequest, TextRequest
 
 __all__ = ["OPERATIONS", "Operation", "openapi_document", "openapi_json"]
 
@@ -41,6 +42,8 @@ class Operation:
     auth: bool = True
     extra: dict[int, str] = field(default_factory=dict)
     """Other success statuses and what they mean (e.g. 204 on a finished stream)."""
+    streams: bool = False
+    """The answer may also be ``text/event-stream`` (the body's ``stream: true``)."""
 
 
 _PAGE = (("limit", "integer"), ("after", "string"))
@@ -73,6 +76,13 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(401, 404, 409)),
     Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
               errors=(401, 404)),
+    Operation("post", "/v1/chat/completions",
+              "A fine-tuned or base model's answer to a conversation (OpenAI's shape)",
+              api.ChatCompletion, body=ChatRequest, streams=True,
+              errors=(400, 401, 403, 404, 413, 422, 503)),
+    Operation("post", "/v1/completions", "A fine-tuned or base model's continuation of a prompt",
+              api.TextCompletion, body=TextRequest, streams=True,
+              errors=(400, 401, 403, 404, 413, 422, 503)),
     Operation("get", "/v1/models", "The model catalogue, then the account's fine-tuned models",
               api.ModelList, errors=(401,)),
     Operation("get", "/v1/models/{model_id}/content",
@@ -146,13 +156,15 @@ def openapi_document() -> dict[str, Any]:
 
 def _mode(shape: type) -> Literal["validation", "serialization"]:
     """A request body is described as pydantic validates it; an answer as it is sent."""
-    return "validation" if shape is JobSpec else "serialization"
+    return "validation" if shape in (JobSpec, ChatRequest, TextRequest) else "serialization"
 
 
 def _operation(op: Operation, ref: Any) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     if isinstance(op.answer, type):
         content = {"application/json": {"schema": ref(op.answer)}}
+        if op.streams:
+            content["text/event-stream"] = {"schema": {"type": "string"}}
     else:
         content = {str(op.answer): {"schema": {"type": "string"}}}
     responses["200"] = {"description": "OK", "content": content}

@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from alallo import Runtime
 
-from . import _files, _jobs, _models
+from . import _completions, _files, _jobs, _models
 from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
@@ -47,6 +47,8 @@ ROUTES = [
     Route("/v1/files/{file_id}", _files.get_file, methods=["GET"]),
     Route("/v1/files/{file_id}", _files.delete_file, methods=["DELETE"]),
     Route("/v1/files/{file_id}/content", _files.file_content, methods=["GET"]),
+    Route("/v1/chat/completions", _completions.chat_completions, methods=["POST"]),
+    Route("/v1/completions", _completions.completions, methods=["POST"]),
     Route("/v1/models", _models.list_models, methods=["GET"]),
     Route("/v1/models/{model_id}/content", _models.model_content, methods=["GET"]),
     Route("/v1/models/{model_id}", _models.get_model, methods=["GET"]),

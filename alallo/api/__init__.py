@@ -7,6 +7,14 @@ generated from them (:mod:`gateway._openapi`).
 
 from __future__ import annotations
 
+from ._completion_shapes import (
+    AssistantMessage,
+    ChatChoice,
+    ChatCompletion,
+    TextChoice,
+    TextCompletion,
+    Usage,
+)
 from ._job_shapes import (
     Checkpoint,
     CheckpointList,
@@ -47,8 +55,11 @@ from ._shapes import (
 )
 
 __all__ = [
+    "AssistantMessage",
     "Capacity",
     "CapacityNode",
+    "ChatChoice",
+    "ChatCompletion",
     "Checkpoint",
     "CheckpointList",
     "CheckpointMetrics",
@@ -58,7 +69,6 @@ __all__ = [
     "EstimatePlan",
     "EstimatePrice",
     "FileDeleted",
-    "ModelDeleted",
     "FileList",
     "FileObject",
     "FineTuningJob",
@@ -71,14 +81,18 @@ __all__ = [
     "LatestCheckpoint",
     "LogPage",
     "Model",
+    "ModelDeleted",
     "ModelList",
     "NodeDrain",
     "Page",
     "Price",
     "PriceRange",
     "Progress",
+    "TextChoice",
+    "TextCompletion",
     "TimeRange",
     "Trainer",
     "TrainerList",
     "TrainingLogLine",
+    "Usage",
 ]

@@ -20,15 +20,21 @@ if TYPE_CHECKING:
     from ._bus import Item as Item
     from ._bus import Lagged as Lagged
     from ._checkpoint_list import list_checkpoints as list_checkpoints
+    from ._completions import ChatRequest as ChatRequest
+    from ._completions import Completion as Completion
+    from ._completions import TextRequest as TextRequest
     from ._logging import configure_logging as configure_logging
     from ._runtime import Runtime as Runtime
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
+    "ChatRequest": ("._completions", "ChatRequest"),
+    "Completion": ("._completions", "Completion"),
     "EventBus": ("._bus", "EventBus"),
     "Item": ("._bus", "Item"),
     "LOCAL_ACCOUNT": ("._accounts", "LOCAL_ACCOUNT"),
     "Lagged": ("._bus", "Lagged"),
     "Runtime": ("._runtime", "Runtime"),
+    "TextRequest": ("._completions", "TextRequest"),
     "configure_logging": ("._logging", "configure_logging"),
     "list_checkpoints": ("._checkpoint_list", "list_checkpoints"),
     "views": ("._views", None),
@@ -36,7 +42,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["LOCAL_ACCOUNT", "EventBus", "Item", "Lagged", "Runtime", "configure_logging",
-           "list_checkpoints", "views"]
+__all__ = ["LOCAL_ACCOUNT", "ChatRequest", "Completion", "EventBus", "Item", "Lagged", "Runtime",
+           "TextRequest", "configure_logging", "list_checkpoints", "views"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -34,19 +34,16 @@ from .._trainer_registry import TrainerInfo, TrainerRegistry
 from ..capacity import Catalogue, CatalogueModel, SchedulerMessage
 from ..cluster import CheckpointStorage, Cluster, FileStorage, check_writable
 from ..executors import trainer_user
-from ..jobs import (
-    Event,
-    Job,
-    JobSpec,
-    LogLine,
-)
+from ..jobs import Event, Job, JobSpec, LogLine
 from ..settings import Settings
 from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
 from ._devices import open_executor, open_pool
+from ._completions import Completions
 from ._fine_tuned import FineTunedModels
+from ._inference import InferenceWorkers
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -56,9 +53,7 @@ from ._operator import notify_platform_failure
 from ._planning import Planning
 from ._ray_nodes import follow_ray_nodes, reach_ray
 from ._relocation import Relocation
-from ._starter import (
-    Starter,
-)
+from ._starter import Starter
 from ._streams import Streams
 from ._training_files import TrainingFiles
 
@@ -123,6 +118,8 @@ class Runtime:
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
         self.models = FineTunedModels(self.store, self.settings, self.get_job)  # trained models
+        self.completions = Completions(self.settings, self.store, self.planning, self.models,
+                                       InferenceWorkers(self.settings))  # try the models
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
@@ -181,6 +178,7 @@ class Runtime:
         self._registered = True
         self.store.announce_as = self.cluster.node_id
         self._background = await self._stack.enter_async_context(trio.open_nursery())
+        await self._stack.enter_async_context(self.completions.workers.open())
         await self._stack.enter_async_context(self.actors.open())
         await self._stack.enter_async_context(follow_ray_nodes(  # a Ray cluster's nodes
             self.job_context.executor, settings, lambda: self.scheduler))

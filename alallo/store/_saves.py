@@ -57,6 +57,20 @@ def balance_of(c: sa.Connection, account_id: str) -> tuple[float, float]:
     return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
 
 
+def charge_usage(c: sa.Connection, account_id: str, usage_id: str, tokens: int,
+                 amount: float) -> None:
+    """Charge ``amount`` (USD) for ``tokens`` tokens of one request (``usage_id``, e.g. a
+    ``chatcmpl-…`` id): a ledger entry (kind ``charge``, steps ``0..tokens``) and the
+    balance, once per id."""
+    key = {"job_id": usage_id, "entry_kind": "charge", "entry_first_step": 0}
+    if c.execute(_LEDGER_ENTRY, key).first():
+        return
+    c.execute(_INSERT_LEDGER, {
+        "job_id": usage_id, "kind": "charge", "first_step": 0, "last_step": tokens,
+        "account_id": account_id, "amount": amount, "created_at": int(time.time())})
+    c.execute(_ADD_TO_BALANCE, {"account_id": account_id, "delta": -amount})
+
+
 def _apply_entry(c: sa.Connection, job: Job, entry: LedgerEntry) -> None:
     key = {"job_id": job.id, "entry_kind": entry.kind, "entry_first_step": entry.first_step}
     if c.execute(_LEDGER_ENTRY, key).first():

@@ -28,7 +28,7 @@ from ..jobs import Event, Job, LedgerEntry, LogLine
 from ._accounts import AccountRows
 from ._files import FileRow, FileRows
 from ._group_commit import GroupCommit
-from ._saves import Save, balance_of, save_many
+from ._saves import Save, balance_of, charge_usage, save_many
 from ._schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
 from ._sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
@@ -148,6 +148,11 @@ class Store(AccountRows, FileRows, SessionRows):
         def run(c: sa.Connection) -> tuple[float, float]:
             return balance_of(c, account_id)
         return await self._read(run)
+
+    async def charge_usage(self, account_id: str, usage_id: str, tokens: int,
+                           amount: float) -> None:
+        """Charge an account for one inference request (:func:`._saves.charge_usage`)."""
+        await self.transaction(lambda c: charge_usage(c, account_id, usage_id, tokens, amount))
 
     async def ledger_entries(self, job_id: str) -> list[dict[str, Any]]:
         """A job's charges and refunds, in the order they were made."""

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 import trio
 from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
@@ -46,7 +47,7 @@ def generate(model: object, tokenizer: object) -> str:
     inputs = tokenizer("Hello", return_tensors="pt")  # type: ignore[operator]
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=5, do_sample=False)  # type: ignore[attr-defined]
-    return str(tokenizer.decode(out[0]))  # type: ignore[attr-defined]
+    return str(tokenizer.decode(out[0], skip_special_tokens=True))  # type: ignore[attr-defined]
 
 
 # peft 0.x asks transformers a deprecated question while it wraps the base model.
@@ -93,6 +94,13 @@ async def test_a_fine_tuned_model_downloads_loads_and_is_deleted(
                                              adapter_dir)
     # The merged weights are the base with the adapter folded in: the same text comes out.
     assert generate(plain, tokenizer) == generate(with_adapter, tokenizer)
+
+    # The openai SDK talks to the fine-tuned model (its adapter on its base, in a worker).
+    with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=live_server.api_key,
+                       max_retries=0, timeout=120) as sdk:
+        answer = await trio.to_thread.run_sync(lambda: sdk.completions.create(
+            model=model, prompt="Hello", max_tokens=5, temperature=0))
+    assert "Hello" + answer.choices[0].text == generate(with_adapter, tokenizer)
 
     # The Python client resumes a partial download; the CLI downloads and unpacks.
     partial = tmp_path / "client" / f"{job['id']}-adapter.tar.gz.partial"

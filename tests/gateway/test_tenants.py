@@ -136,6 +136,8 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
+    ("POST", "/v1/chat/completions"): BODY_REF,  # test_another_accounts_model_cannot_be_asked
+    ("POST", "/v1/completions"): BODY_REF,
     ("GET", "/v1/models"): OWN_ONLY,  # the catalogue, and the caller's fine-tuned models
     ("GET", "/v1/models/{model_id}"): BY_ID,
     ("DELETE", "/v1/models/{model_id}"): BY_ID,
@@ -222,6 +224,19 @@ def test_nothing_of_the_owners_changes(tenants: Tenants) -> None:
     assert tenants.model not in others
     job = tenants.owner.get(f"/v1/fine_tuning/jobs/{tenants.running}").json()
     assert job["status"] in {"queued", "running"}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_another_accounts_model_cannot_be_asked(tenants: Tenants, path: str) -> None:
+    def ask(model: str) -> httpx.Response:
+        return tenants.other.post(path, json={"model": model, "prompt": "Hi", "max_tokens": 2,
+                                              "messages": [{"role": "user", "content": "Hi"}]})
+
+    theirs, nobodys = ask(tenants.model), ask(UNKNOWN_MODEL)
+    assert theirs.status_code == nobodys.status_code == 404, theirs.text
+    error = theirs.json()["error"]
+    error["message"] = error["message"].replace(tenants.model, UNKNOWN_MODEL)
+    assert error == nobodys.json()["error"]
 
 
 def test_lists_show_the_callers_own_only(tenants: Tenants) -> None:

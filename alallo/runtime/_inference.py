@@ -1,0 +1,285 @@
+"""Inference workers: one process per loaded model, requests queued per model (issue 17).
+
+:class:`InferenceWorkers` starts ``python -m alallo.trainers.generate`` for a model the
+first time a completion asks for it (with a scrubbed environment, in ``data_dir/inference``,
+in its own session), keeps it loaded while it is asked for, and lets go of it after
+``inference_idle_s`` unused, or when ``inference_max_models`` are loaded and another one is
+needed (the one used longest ago goes). torch never runs in the server's event loop.
+
+One request runs in a model at a time (``transformers``' ``generate`` is one sequence at a
+time); the others wait their turn on the model's lock, which Trio makes FIFO. A request whose
+caller goes away (a closed stream) is cancelled in the worker at once, and the model serves
+the next one; a worker that does not answer the cancel, or dies, is let go of and started
+anew for the next request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+import trio
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._errors import InvalidRequest, Unavailable
+from ..executors import scrubbed_environment
+from ..settings import Settings
+
+__all__ = ["CANCEL_GRACE_S", "InferenceWorkers", "ModelFiles"]
+
+log = structlog.get_logger("alallo.inference")
+
+CANCEL_GRACE_S = 10.0
+"""How long a worker has to answer a cancelled request before it is let go of (s)."""
+_MAX_LINE = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFiles:
+    """What one worker loads.
+
+    Attributes:
+        model: the model's directory (a base model, or a whole fine-tuned model).
+        adapter: a LoRA adapter's directory, applied on ``model``; None for none.
+        tiny: build the built-in tiny model into ``model`` when it is not there yet.
+    """
+
+    model: Path
+    adapter: Path | None = None
+    tiny: bool = False
+
+
+@dataclass(eq=False)
+class _Worker:
+    files: ModelFiles
+    ready: trio.Event = field(default_factory=trio.Event)
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    failure: str | None = None
+    last_used: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    process: anyio.abc.Process | None = None
+    lines: BufferedByteReceiveStream | None = None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+
+    async def receive(self) -> dict[str, Any]:
+        """The worker's next line. Raises Unavailable when it has stopped."""
+        assert self.lines is not None
+        try:
+            line = await self.lines.receive_until(b"\n", _MAX_LINE)
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound,
+                anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise Unavailable("the model's worker stopped; ask again") from exc
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+
+
+class InferenceWorkers:
+    """The loaded models, a worker process each.
+
+    Args:
+        settings: ``python``, ``trainer_env``, ``data_dir``, ``inference_max_models``,
+            ``inference_idle_s``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._workers: dict[ModelFiles, _Worker] = {}
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def loaded(self) -> list[ModelFiles]:
+        """The models loaded (or loading) now, the one used longest ago first."""
+        return [w.files for w in sorted(self._workers.values(), key=lambda w: w.last_used)]
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
+        """Serve while inside; every worker is stopped on the way out."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._evict_idle)
+            try:
+                yield
+            finally:
+                self._nursery = None
+                for worker in list(self._workers.values()):
+                    worker.kill()
+                self._workers.clear()
+                nursery.cancel_scope.cancel()
+
+    def submit(self, files: ModelFiles, request: dict[str, Any],
+               ) -> trio.MemoryReceiveChannel[dict[str, Any] | Exception]:
+        """Queue one request (:mod:`alallo.trainers.generate`'s form) on the model ``files``.
+
+        Returns:
+            A channel of its answers, ``{"text"}`` pieces then one ``{"done"}``, or an
+            exception as the last item: :class:`InvalidRequest` when the worker refused the
+            request (``param`` names the field), :class:`Unavailable` when the model could
+            not be loaded or its worker stopped. Closing the channel early cancels the
+            request in the worker. The request runs in a task of its own, so the channel
+            may be read from any task (a streaming response's).
+
+        Raises:
+            Unavailable: the server is stopping.
+        """
+        if self._nursery is None:
+            raise Unavailable("the server is stopping")
+        send, receive = trio.open_memory_channel[dict[str, Any] | Exception](16)
+        self._nursery.start_soon(self._serve, files, request, send)
+        return receive
+
+    async def _serve(self, files: ModelFiles, request: dict[str, Any],
+                     send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
+        async with send:
+            try:
+                async with self._generate(files, request) as answers:
+                    async for message in answers:
+                        await send.send(message)
+            except (InvalidRequest, Unavailable) as exc:
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await send.send(exc)
+            except trio.BrokenResourceError:
+                pass  # the caller went away: the request was cancelled in the worker
+
+    @asynccontextmanager
+    async def _generate(self, files: ModelFiles, request: dict[str, Any],
+                        ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        worker = await self._worker(files)
+        async with worker.lock:
+            worker.last_used = trio.current_time()
+            await worker.send(request)
+            finished = False
+
+            async def answers() -> AsyncIterator[dict[str, Any]]:
+                nonlocal finished
+                while True:
+                    try:
+                        message = await worker.receive()
+                    except Unavailable:
+                        finished = True
+                        self._let_go(worker)
+                        raise
+                    if message.get("id") != request["id"]:
+                        continue
+                    if "error" in message:
+                        finished = True
+                        raise InvalidRequest(message["error"], param=message.get("param"))
+                    if "done" in message:
+                        finished = True
+                    yield message
+                    if finished:
+                        return
+
+            try:
+                yield answers()
+            finally:
+                if not finished:
+                    await self._cancel(worker, request["id"])
+                worker.last_used = trio.current_time()
+
+    async def _cancel(self, worker: _Worker, request_id: str) -> None:
+        with trio.move_on_after(CANCEL_GRACE_S, shield=True):
+            try:
+                await worker.send({"cancel": request_id})
+                while True:
+                    message = await worker.receive()
+                    if message.get("id") == request_id and ("done" in message
+                                                            or "error" in message):
+                        return
+            except (Unavailable, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+        self._let_go(worker)  # no answer in time, or gone: the next request starts it anew
+
+    async def _worker(self, files: ModelFiles) -> _Worker:
+        worker = self._workers.get(files)
+        if worker is None:
+            if self._nursery is None:
+                raise Unavailable("the server is stopping")
+            self._make_room()
+            worker = self._workers[files] = _Worker(files, last_used=trio.current_time())
+            self._nursery.start_soon(self._run, worker)
+        await worker.ready.wait()
+        if worker.failure is not None:
+            raise Unavailable(f"the model could not be loaded: {worker.failure}")
+        return worker
+
+    def _make_room(self) -> None:
+        idle = sorted((w for w in self._workers.values() if not w.lock.locked()),
+                      key=lambda w: w.last_used)
+        excess = len(self._workers) - self._settings.inference_max_models + 1
+        for worker in idle[:max(excess, 0)]:
+            self._let_go(worker)
+
+    def _let_go(self, worker: _Worker) -> None:
+        if self._workers.get(worker.files) is worker:
+            del self._workers[worker.files]
+        worker.kill()
+
+    async def _run(self, worker: _Worker) -> None:
+        """Start the worker, wait for its ``ready``, and reap it when it ends."""
+        settings = self._settings
+        home = settings.data_dir / "inference"
+        home.mkdir(parents=True, exist_ok=True)
+        command = [settings.python, "-m", "alallo.trainers.generate",
+                   "--model", str(worker.files.model)]
+        if worker.files.adapter is not None:
+            command += ["--adapter", str(worker.files.adapter)]
+        if worker.files.tiny:
+            command.append("--tiny")
+        with (home / "workers.log").open("ab") as stderr:
+            try:
+                process = await anyio.open_process(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    cwd=home, env=scrubbed_environment(settings.trainer_env),
+                    start_new_session=True)
+            except OSError as exc:
+                worker.failure = f"{type(exc).__name__}: {exc}"
+                self._let_go(worker)
+                worker.ready.set()
+                return
+        worker.process = process
+        assert process.stdout is not None
+        worker.lines = BufferedByteReceiveStream(process.stdout)
+        try:
+            first = await worker.receive()
+            if "ready" in first:
+                worker.info = first["ready"]
+                log.info("inference.loaded", model=str(worker.files.model),
+                         adapter=str(worker.files.adapter or ""), **worker.info)
+            else:
+                worker.failure = str(first.get("error", first))
+        except (Unavailable, ValueError) as exc:
+            worker.failure = str(exc)
+        finally:
+            if worker.failure is not None:
+                self._let_go(worker)
+            worker.ready.set()
+            with trio.CancelScope(shield=worker.failure is not None):
+                await process.wait()
+            self._let_go(worker)
+
+    async def _evict_idle(self) -> None:
+        idle_s = self._settings.inference_idle_s
+        while True:
+            await trio.sleep(min(idle_s / 4, 30.0))
+            now = trio.current_time()
+            for worker in list(self._workers.values()):
+                if not worker.lock.locked() and now - worker.last_used > idle_s:
+                    log.info("inference.idle", model=str(worker.files.model))
+                    self._let_go(worker)
+

@@ -1,0 +1,232 @@
+"""``python -m alallo.trainers.generate --model DIR [--adapter DIR] [--tiny]``: one loaded
+model answering generation requests, one at a time, as JSON lines on stdin and stdout.
+
+The server's inference worker (:mod:`alallo.runtime._inference`) starts one such process per
+loaded model, so that ``transformers`` and torch never run in the server's event loop. It
+loads the model (with the LoRA adapter applied by ``peft`` when one is given; bf16 on a GPU
+that has it), then says ``{"ready": {"context_length": N, "chat_template": bool,
+"device": "cpu"|"cuda"}}`` or ``{"error": "..."}`` and exits 1.
+
+Requests (stdin), one per line::
+
+    {"id": "chatcmpl-…", "messages": [{"role", "content"}, ...] | null, "prompt": str | null,
+     "max_tokens": int, "temperature": float, "top_p": float, "stop": [str], "seed": int | null}
+    {"cancel": "chatcmpl-…"}
+
+Answers (stdout): ``{"id", "text": "..."}`` as text is generated (never the part of it that
+may begin a stop sequence), then ``{"id", "done": {"finish_reason": "stop"|"length",
+"prompt_tokens": n, "completion_tokens": m}}``, or ``{"id", "error": "...", "param": ...}``.
+Messages go through the tokenizer's chat template (``apply_chat_template`` with the
+generation prompt). End of stdin ends the process (after the requests it holds): it never outlives the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "safe_end"]
+
+_write_lock = threading.Lock()
+
+
+def _say(**message: Any) -> None:
+    with _write_lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def safe_end(text: str, stops: list[str]) -> tuple[int, bool]:
+    """How much of ``text`` may be sent, and whether a stop sequence was reached.
+
+    Returns ``(end, stopped)``: ``text[:end]`` holds no stop sequence and does not end
+    with the beginning of one (that part waits for the next tokens); ``stopped`` when a
+    stop sequence occurs, ``end`` then being where the first one starts.
+    """
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    if found:
+        return min(found), True
+    end = len(text)
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:size]):
+                end = min(end, len(text) - size)
+                break
+    return end, False
+
+
+class _Generation:
+    """One request's state, fed the generated token ids (``transformers``' streamer
+    interface: ``put`` and ``end``) and asked by the stopping criterion whether to stop."""
+
+    def __init__(self, request_id: str, tokenizer: Any, stops: list[str],
+                 cancelled: set[str]) -> None:
+        self.id = request_id
+        self._tokenizer = tokenizer
+        self._stops = stops
+        self._cancelled = cancelled
+        self._prompt_seen = False
+        self.ids: list[int] = []
+        self.sent = 0
+        self.stopped = False
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:  # generate() first hands over the prompt
+            self._prompt_seen = True
+            return
+        self.ids += [int(t) for t in value.reshape(-1).tolist()]
+        self._send(final=False)
+
+    def end(self) -> None:
+        self._send(final=True)
+
+    def should_stop(self) -> bool:
+        return self.stopped or self.id in self._cancelled
+
+    def _send(self, final: bool) -> None:
+        if self.stopped and not final:
+            return
+        text = self._tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd") and not final:
+            return  # a character cut between tokens: wait for the rest
+        end, stopped = safe_end(text, self._stops)
+        if final and not stopped:
+            end = len(text)
+        self.stopped = self.stopped or stopped
+        if end > self.sent:
+            _say(id=self.id, text=text[self.sent:end])
+            self.sent = end
+
+
+class _Model:
+    """The loaded model and tokenizer, and how to run one request on them."""
+
+    def __init__(self, model_dir: Path, adapter: Path | None, tiny: bool) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if tiny and not (model_dir / "config.json").is_file():
+            from alallo.trainers.tiny import build_tiny_gpt2
+            build_tiny_gpt2(model_dir)
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = (torch.bfloat16 if self.device == "cuda" and torch.cuda.is_bf16_supported()
+                 else torch.float32)
+        tokenizer_dir = adapter if adapter and (adapter / "tokenizer_config.json").is_file() \
+            else model_dir
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        if adapter is not None:
+            from peft import PeftModel
+            model = PeftModel.from_pretrained(model, adapter)
+        self.model: Any = model.to(self.device).eval()
+        if self.device == "cpu" and "OMP_NUM_THREADS" not in os.environ \
+                and model.num_parameters() < 50_000_000:
+            torch.set_num_threads(1)  # small matrices: one thread is as fast, and shares well
+        config = model.config
+        self.context_length = int(getattr(config, "max_position_embeddings", None)
+                                  or getattr(config, "n_positions", None)
+                                  or self.tokenizer.model_max_length)
+
+    def run(self, request: dict[str, Any], cancelled: set[str]) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        request_id = request["id"]
+        if request.get("messages") is not None:
+            if not self.tokenizer.chat_template:
+                _say(id=request_id, param="messages", error=(
+                    "this model has no chat template; send a prompt to /v1/completions"))
+                return
+            text = self.tokenizer.apply_chat_template(
+                request["messages"], tokenize=False, add_generation_prompt=True)
+            inputs = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        else:
+            inputs = self.tokenizer(request["prompt"], return_tensors="pt")
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        max_tokens = int(request["max_tokens"])
+        if prompt_tokens + max_tokens > self.context_length:
+            _say(id=request_id, param="max_tokens", error=(
+                f"this model's context is {self.context_length} tokens, but "
+                f"{prompt_tokens + max_tokens} were asked for ({prompt_tokens} in the prompt, "
+                f"{max_tokens} to generate)"))
+            return
+        generation = _Generation(request_id, self.tokenizer, list(request.get("stop") or []),
+                                 cancelled)
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
+                return generation.should_stop()
+
+        if request.get("seed") is not None:
+            torch.manual_seed(int(request["seed"]))
+        temperature = float(request.get("temperature", 1.0))
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": temperature, "top_p": float(request.get("top_p", 1.0))}
+            if temperature > 0 else {"do_sample": False})
+        pad = self.tokenizer.pad_token_id
+        with torch.inference_mode():
+            output = self.model.generate(
+                **inputs.to(self.device), max_new_tokens=max_tokens, streamer=generation,
+                stopping_criteria=StoppingCriteriaList([_Stop()]),
+                pad_token_id=pad if pad is not None else self.tokenizer.eos_token_id,
+                **sampling)
+        completion_tokens = int(output.shape[1]) - prompt_tokens
+        eos = self.tokenizer.eos_token_id
+        ended = generation.stopped or (completion_tokens and int(output[0, -1]) == eos)
+        _say(id=request_id, done={
+            "finish_reason": "stop" if ended or completion_tokens < max_tokens else "length",
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+
+
+def _read_requests(requests: queue.Queue[dict[str, Any] | None], cancelled: set[str]) -> None:
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if "cancel" in message:
+            cancelled.add(str(message["cancel"]))
+        else:
+            requests.put(message)
+    requests.put(None)  # the server let go of this model, or is gone
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the model, say ready, answer requests until stdin ends."""
+    parser = argparse.ArgumentParser(prog="alallo.trainers.generate")
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--adapter", type=Path)
+    parser.add_argument("--tiny", action="store_true", help="build the built-in tiny model "
+                        "into --model when it is not there yet")
+    args = parser.parse_args(argv)
+    try:
+        from alallo.trainers._trl_model import quiet_libraries
+        quiet_libraries()
+        model = _Model(args.model, args.adapter, args.tiny)
+    except (OSError, ValueError, ImportError) as exc:
+        _say(error=f"{type(exc).__name__}: {exc}")
+        return 1
+    _say(ready={"context_length": model.context_length,
+                "chat_template": bool(model.tokenizer.chat_template), "device": model.device})
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    cancelled: set[str] = set()
+    threading.Thread(target=_read_requests, args=(requests, cancelled), daemon=True).start()
+    while True:
+        request = requests.get()
+        if request is None:
+            return 0
+        try:
+            model.run(request, cancelled)
+        except Exception as exc:  # one request's fault (out of memory, a bad template)
+            _say(id=request.get("id"), error=f"{type(exc).__name__}: {exc}")
+        cancelled.discard(str(request.get("id")))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
