@@ -27,15 +27,16 @@ run: $(STAMP)
 # `make test` brings what the suite needs, one line each (tests/tools/): a Chromium
 # (ALALLO_TEST_CHROMIUM) and a PostgreSQL server (ALALLO_TEST_POSTGRES_URL: the one named
 # there, else 127.0.0.1:5432 when it answers, else a private one, stopped at the end).
-# The two passes run at once (most of a test's time is spent waiting on servers and
-# trainers); each prints its report when it ends, and either failing fails `make test`.
+# The two passes run at once, the SQLite one in two worker processes (pytest-xdist): most of
+# a test's time is spent waiting on servers and trainers, so three at a time keep 2 cores
+# busy. Each pass prints its report when it ends, and either failing fails `make test`.
 test: $(STAMP)
 	@$(PY) tests/tools/ensure_browser.py -- $(PY) tests/tools/ensure_postgres.py -- \
 		$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
 test-sqlite: $(STAMP)
 	mkdir -p $(TEST_TMP)
-	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite -m "not ray"
+	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite -m "not ray" -n 2
 
 # The tests on a real local Ray cluster (marker `ray`, one cluster for them all) run in this
 # pass, the shorter one; their stores are SQLite files of their own.

@@ -26,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import api
 from .._errors import Forbidden, InvalidRequest, NotFound, Unavailable
+from ..capacity import TINY_GPT2
 from ..settings import Settings
 from ..store import Store
-from ..capacity import TINY_GPT2
 from ._fine_tuned import FineTunedModels, job_id_of
 from ._inference import InferenceWorkers, ModelFiles
 from ._planning import Planning
@@ -137,10 +137,29 @@ class Completion:
                         raise item
                     message = item
                 if "text" in message:
-                    yield message["text"]
+                    text, done = self._more(message["text"])
+                    yield text
+                    if done is not None:
+                        await self._finish(done)
+                        return
                 elif "done" in message:
                     await self._finish(message["done"])
                     return
+
+    def _more(self, text: str) -> tuple[str, dict[str, Any] | None]:
+        """``text`` and the pieces already waiting behind it, as one (a reader slower than
+        the model gets fewer, longer pieces), and the ``done`` if it came among them."""
+        pieces = [text]
+        while True:
+            try:
+                item = self._answers.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return "".join(pieces), None
+            if isinstance(item, Exception):
+                raise item
+            if "done" in item:
+                return "".join(pieces), item["done"]
+            pieces.append(item["text"])
 
     async def text(self) -> str:
         """The whole text (a request that does not stream)."""
@@ -198,9 +217,10 @@ class Completions:
         files = await self._files(account_id, request.model)
         await self._check_balance(account_id)
         completion_id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-        job = {"id": completion_id, "max_tokens": asked or (limit if chat else 16),
-               "temperature": request.temperature, "top_p": request.top_p,
-               "stop": request.stops, "seed": request.seed}
+        job: dict[str, Any] = {
+            "id": completion_id, "max_tokens": asked or (None if chat else 16), "limit": limit,
+            "temperature": request.temperature, "top_p": request.top_p, "stop": request.stops,
+            "seed": request.seed}
         if isinstance(request, ChatRequest):
             job["messages"] = [m.as_template_input() for m in request.messages]
         else:

@@ -255,23 +255,23 @@ class InferenceWorkers:
         worker.process = process
         assert process.stdout is not None
         worker.lines = BufferedByteReceiveStream(process.stdout)
-        try:
-            first = await worker.receive()
-            if "ready" in first:
-                worker.info = first["ready"]
-                log.info("inference.loaded", model=str(worker.files.model),
-                         adapter=str(worker.files.adapter or ""), **worker.info)
-            else:
-                worker.failure = str(first.get("error", first))
-        except (Unavailable, ValueError) as exc:
-            worker.failure = str(exc)
-        finally:
-            if worker.failure is not None:
-                self._let_go(worker)
-            worker.ready.set()
-            with trio.CancelScope(shield=worker.failure is not None):
-                await process.wait()
-            self._let_go(worker)
+        async with process:  # on the way out: its pipes closed, and reaped (killed if need be)
+            try:
+                first = await worker.receive()
+                if "ready" in first:
+                    worker.info = first["ready"]
+                    log.info("inference.loaded", model=str(worker.files.model),
+                             adapter=str(worker.files.adapter or ""), **worker.info)
+                else:
+                    worker.failure = str(first.get("error", first))
+            except (Unavailable, ValueError) as exc:
+                worker.failure = str(exc)
+            finally:
+                if worker.failure is not None:
+                    self._let_go(worker)
+                worker.ready.set()
+            await process.wait()
+        self._let_go(worker)
 
     async def _evict_idle(self) -> None:
         idle_s = self._settings.inference_idle_s

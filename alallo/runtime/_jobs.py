@@ -157,6 +157,8 @@ class Jobs:
                         with contextlib.suppress(Lagged):
                             await subscription.receive_batch()
                         job = await self.get_job(account_id, job_id)
+        if job.status is JobStatus.CANCELLED:
+            return job  # the owner took the request and is done: a queued job stops at once
         lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
         return job
 

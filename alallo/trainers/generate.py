@@ -10,7 +10,10 @@ that has it), then says ``{"ready": {"context_length": N, "chat_template": bool,
 Requests (stdin), one per line::
 
     {"id": "chatcmpl-…", "messages": [{"role", "content"}, ...] | null, "prompt": str | null,
-     "max_tokens": int, "temperature": float, "top_p": float, "stop": [str], "seed": int | null}
+     "max_tokens": int | null, "limit": int, "temperature": float, "top_p": float,
+     "stop": [str], "seed": int | null}
+
+(``max_tokens`` null: as many as the context leaves, up to ``limit``.)
     {"cancel": "chatcmpl-…"}
 
 Answers (stdout): ``{"id", "text": "..."}`` as text is generated (never the part of it that
@@ -28,12 +31,17 @@ import os
 import queue
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "safe_end"]
 
 _write_lock = threading.Lock()
+
+PIECE_INTERVAL_S = 0.01
+"""Text is sent at most this often (s): the tokens of a fast model go in pieces of a few,
+a slow model's one by one; the first piece goes at once."""
 
 
 def _say(**message: Any) -> None:
@@ -63,45 +71,64 @@ def safe_end(text: str, stops: list[str]) -> tuple[int, bool]:
 
 class _Generation:
     """One request's state, fed the generated token ids (``transformers``' streamer
-    interface: ``put`` and ``end``) and asked by the stopping criterion whether to stop."""
+    interface: ``put`` and ``end``) and asked by the stopping criterion whether to stop.
+
+    Text is decoded incrementally, as Hugging Face's text-generation-inference does
+    (``decode_token``): each new token decodes a window from the token before the last
+    piece sent, and the piece is what that window adds, so a step costs a few tokens'
+    decoding however long the answer grows, and a character split across tokens waits
+    for its last byte. Pieces go out at most every :data:`PIECE_INTERVAL_S`.
+    """
 
     def __init__(self, request_id: str, tokenizer: Any, stops: list[str],
                  cancelled: set[str]) -> None:
         self.id = request_id
         self._tokenizer = tokenizer
         self._stops = stops
+        self._longest_stop = max((len(s) for s in stops), default=0)
         self._cancelled = cancelled
         self._prompt_seen = False
-        self.ids: list[int] = []
-        self.sent = 0
+        self._ids: list[int] = []
+        self._prefix = self._read = 0  # the decode window: ids[prefix:read] was read
+        self.text = ""  # decoded so far
+        self.sent = 0  # how much of it was sent
+        self._last_sent = -PIECE_INTERVAL_S  # the first piece goes at once
         self.stopped = False
 
     def put(self, value: Any) -> None:
         if not self._prompt_seen:  # generate() first hands over the prompt
             self._prompt_seen = True
             return
-        self.ids += [int(t) for t in value.reshape(-1).tolist()]
+        self._ids += value.reshape(-1).tolist()
+        self._decode(final=False)
         self._send(final=False)
 
     def end(self) -> None:
+        self._decode(final=True)
         self._send(final=True)
 
     def should_stop(self) -> bool:
         return self.stopped or self.id in self._cancelled
 
+    def _decode(self, final: bool) -> None:
+        decode = self._tokenizer.decode
+        before = decode(self._ids[self._prefix:self._read], skip_special_tokens=True)
+        now = decode(self._ids[self._prefix:], skip_special_tokens=True)
+        if len(now) > len(before) and (final or not now.endswith("\ufffd")):
+            self.text += now[len(before):]
+            self._prefix, self._read = self._read, len(self._ids)
+
     def _send(self, final: bool) -> None:
-        if self.stopped and not final:
+        if self.stopped:
             return
-        text = self._tokenizer.decode(self.ids, skip_special_tokens=True)
-        if text.endswith("\ufffd") and not final:
-            return  # a character cut between tokens: wait for the rest
-        end, stopped = safe_end(text, self._stops)
-        if final and not stopped:
-            end = len(text)
-        self.stopped = self.stopped or stopped
-        if end > self.sent:
-            _say(id=self.id, text=text[self.sent:end])
-            self.sent = end
+        since = max(0, self.sent - self._longest_stop)
+        end, stopped = safe_end(self.text[since:], self._stops)
+        end = len(self.text) if final and not stopped else since + end
+        self.stopped = stopped
+        now = time.monotonic()
+        if end > self.sent and (final or stopped or now - self._last_sent >= PIECE_INTERVAL_S):
+            _say(id=self.id, text=self.text[self.sent:end])
+            self.sent, self._last_sent = end, now
 
 
 class _Model:
@@ -149,13 +176,24 @@ class _Model:
         else:
             inputs = self.tokenizer(request["prompt"], return_tensors="pt")
         prompt_tokens = int(inputs["input_ids"].shape[1])
-        max_tokens = int(request["max_tokens"])
-        if prompt_tokens + max_tokens > self.context_length:
+        room = self.context_length - prompt_tokens
+        field = "messages" if request.get("messages") is not None else "prompt"
+        if room <= 0:
+            _say(id=request_id, param=field, error=(
+                f"this model's context is {self.context_length} tokens, and the prompt alone "
+                f"is {prompt_tokens}"))
+            return
+        asked = request.get("max_tokens")
+        if asked is None:  # as many as the context leaves, up to the server's limit
+            max_tokens = min(int(request.get("limit") or room), room)
+        elif int(asked) > room:
             _say(id=request_id, param="max_tokens", error=(
                 f"this model's context is {self.context_length} tokens, but "
-                f"{prompt_tokens + max_tokens} were asked for ({prompt_tokens} in the prompt, "
-                f"{max_tokens} to generate)"))
+                f"{prompt_tokens + int(asked)} were asked for ({prompt_tokens} in the prompt, "
+                f"{asked} to generate)"))
             return
+        else:
+            max_tokens = int(asked)
         generation = _Generation(request_id, self.tokenizer, list(request.get("stop") or []),
                                  cancelled)
 

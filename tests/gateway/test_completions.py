@@ -74,10 +74,16 @@ def test_chat_through_the_openai_sdk_streaming_and_not(sdk: openai.OpenAI,
     assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
-    assert "".join(pieces) == text and len(pieces) > 2, "the text came piece by piece"
+    assert "".join(pieces) == text and len(pieces) >= 3, "the role, the text, the finish"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == choice.finish_reason
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == completion_tokens
+
+    # Without max_tokens, as many as the model's context (256 tokens) leaves.
+    unbounded = sdk.chat.completions.create(model=TINY, messages=CHAT,  # type: ignore[arg-type]
+                                            temperature=0)
+    assert unbounded.usage is not None and unbounded.usage.total_tokens <= 256
+    assert unbounded.usage.completion_tokens >= completion_tokens
 
 
 def test_text_completion_and_a_stop_sequence(sdk: openai.OpenAI,
@@ -107,7 +113,8 @@ def test_text_completion_and_a_stop_sequence(sdk: openai.OpenAI,
     ({"model": TINY, "messages": CHAT, "stop": ["a", "b", "c", "d", "e"]}, 422, "stop"),
     # Longer than the model's context (256 tokens): refused before a stream starts.
     ({"model": TINY, "messages": [{"role": "user", "content": "x" * 300}], "stream": True},
-     422, "max_tokens"),
+     422, "messages"),
+    ({"model": TINY, "messages": CHAT, "max_tokens": 250, "stream": True}, 422, "max_tokens"),
 ])
 def test_a_bad_request_is_refused_naming_the_field(live_server: LiveServer, body: dict[str, Any],
                                                    status: int, param: str) -> None:

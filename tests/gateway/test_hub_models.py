@@ -18,7 +18,7 @@ from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 from alallo.trainers.tiny import build_tiny_gpt2
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

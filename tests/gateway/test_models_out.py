@@ -20,7 +20,7 @@ from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 
 from alallo.client import AsyncClient, Client
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
 
 UNKNOWN = "ft:alallo--tiny-gpt2:acct-0:" + "0" * 24
 

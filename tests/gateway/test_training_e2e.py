@@ -14,7 +14,7 @@ import pytest
 
 from support import EXAMPLES, LiveServer, read_stream, statuses, upload
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
 
 
 @pytest.fixture
