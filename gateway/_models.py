@@ -7,7 +7,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 
-from alallo import InvalidRequest
 from alallo.capacity import CatalogueModel
 from alallo.runtime import views
 
@@ -16,11 +15,9 @@ from ._auth import account_of, runtime_of
 __all__ = ["delete_model", "get_model", "list_models", "model_content"]
 
 
-def _base(request: Request, name: str) -> CatalogueModel | None:
-    try:
-        return runtime_of(request).planning.model(name)
-    except InvalidRequest:  # its base is no longer known here
-        return None
+def _bases(request: Request) -> dict[str, CatalogueModel]:
+    """The models a fine-tuned model may stand on, by id, ``runnable_here`` decided."""
+    return {m.id: m for m in runtime_of(request).list_models()}
 
 
 async def list_models(request: Request) -> JSONResponse:
@@ -28,8 +25,9 @@ async def list_models(request: Request) -> JSONResponse:
     account's fine-tuned models, newest first."""
     account = await account_of(request)
     runtime = runtime_of(request)
-    models = [views.model_view(m) for m in runtime.list_models()]
-    models += [views.fine_tuned_model_view(job, _base(request, job.spec.model))
+    bases = _bases(request)
+    models = [views.model_view(m) for m in bases.values()]
+    models += [views.fine_tuned_model_view(job, bases.get(job.base_model))
                for job in await runtime.models.list(account)]
     return JSONResponse(views.page(models, False))
 
@@ -38,7 +36,7 @@ async def get_model(request: Request) -> JSONResponse:
     """``GET /v1/models/{model_id}``: one of the account's fine-tuned models."""
     account = await account_of(request)
     job = await runtime_of(request).models.find(account, request.path_params["model_id"])
-    return JSONResponse(views.fine_tuned_model_view(job, _base(request, job.spec.model)))
+    return JSONResponse(views.fine_tuned_model_view(job, _bases(request).get(job.base_model)))
 
 
 async def model_content(request: Request) -> FileResponse:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._job import LogLine as LogLine
     from ._job import Progress as Progress
     from ._job import SavedCheckpoint as SavedCheckpoint
+    from ._job import StartingWeights as StartingWeights
     from ._plan import DEVICE_TYPES as DEVICE_TYPES
     from ._plan import DeviceType as DeviceType
     from ._plan import Plan as Plan
@@ -58,6 +59,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Plan": ("._plan", "Plan"),
     "Progress": ("._job", "Progress"),
     "SavedCheckpoint": ("._job", "SavedCheckpoint"),
+    "StartingWeights": ("._job", "StartingWeights"),
     "SimulatedTrainer": ("._spec", "SimulatedTrainer"),
     "TimeRange": ("._timetext", "TimeRange"),
     "billing_limit_detail": ("._billing", "billing_limit_detail"),
@@ -72,7 +74,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 
 __all__ = ["DEVICE_TYPES", "CommandTrainer", "DeviceType", "Event", "Job", "JobError", "JobSpec",
            "LedgerEntry", "LogLine", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
-           "SimulatedTrainer", "TimeRange", "billing_limit_detail", "check_jsonl",
+           "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail", "check_jsonl",
            "estimate_price", "estimate_time", "lifecycle", "time_left"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -46,6 +46,24 @@ class SavedCheckpoint(BaseModel):
     hash: str | None = None
 
 
+class StartingWeights(BaseModel):
+    """Where a job's training starts when not from its base model's own weights: a
+    fine-tuned model of the account (``model: "ft:…"``) or a checkpoint of one of its jobs
+    (``from_checkpoint``), resolved when the job is created."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    """What the job named: the model id (``ft:…``) or the checkpoint id (``ftckpt-…``)."""
+    base_model: str
+    """The catalogue or hub model under it: what the job plans, prices and loads."""
+    base_revision: str | None = None
+    """The base's hub commit hash, pinned as for any job."""
+    path: str
+    """The directory: a LoRA adapter (``adapter_config.json``) or whole weights."""
+    kind: Literal["adapter", "full"]
+
+
 class JobError(BaseModel):
     """Why a job failed; null or complete in the API, never ``{}``."""
 
@@ -111,6 +129,8 @@ class Job(BaseModel):
     fine_tuned_model: str | None = None
     model_revision: str | None = None
     """A hub model's commit hash, resolved at creation: every run trains these weights."""
+    init_from: StartingWeights | None = None
+    """The weights training starts from, when not the base model's (continued training)."""
     error: JobError | None = None
     seq: int = 0
     state_seq: int = 0
@@ -143,6 +163,12 @@ class Job(BaseModel):
         if isinstance(trainer, str):
             return trainer
         return str(getattr(trainer, "name", None) or getattr(trainer, "type", "command"))
+
+    @property
+    def base_model(self) -> str:
+        """The catalogue or hub model the job trains: its own ``model``, or the base under
+        the fine-tuned model or checkpoint it continues."""
+        return self.init_from.base_model if self.init_from else self.spec.model
 
     def resolved_hyperparameters(self) -> dict[str, Any]:
         """The hyperparameters the trainer gets, defaults filled in."""

@@ -160,6 +160,9 @@ class JobSpec(BaseModel):
     model: str = Field(min_length=1)
     training_file: str = Field(min_length=1)
     validation_file: str | None = None
+    from_checkpoint: str | None = Field(default=None, min_length=1, max_length=200)
+    """Start from a checkpoint of one of the account's jobs: its id (``ftckpt-…``) or
+    ``ft-…:STEP`` (Together's form); ``model`` is then that job's base model or model."""
     name: str | None = Field(default=None, max_length=200)
     suffix: str | None = Field(default=None, max_length=64)
     method: Literal["supervised"] = "supervised"

@@ -5,10 +5,10 @@ writes one for every checkpoint the trainer reports (``_lifecycle``), with
 the step. The rest is read from what the runtime already keeps:
 
 - where a checkpoint is: the job's latest checkpoint has its exact path; the
-  trainer protocol names every checkpoint ``checkpoint-<step>`` under one
+  trainer protocol names every checkpoint ``checkpoint-<step>`` under its run's
   ``checkpoint_dir`` (docs/trainer-protocol.md), so an older one is that name
-  next to it. The built-in trainers keep the newest two only, so an older
-  path may be gone from disk: the list says where it was saved.
+  in one of the job's runs (:func:`checkpoint_dir`). The server keeps the newest
+  two: the list holds only the checkpoints still on disk.
 - its metrics: the training loss known at that step, the one of the last
   ``Step <n>/<max>: loss <x>`` log line (the protocol's line for every
   reported loss) with ``n`` at or before the step; if the log has none, the
@@ -23,16 +23,17 @@ Built from the runtime's public reads (``get_job``, ``list_events``,
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
+from pathlib import Path
 from typing import Protocol
 
+import trio
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import InvalidRequest
 from .._status import EventType
 from ..jobs import Event, Job, LogLine
 
-__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_id",
+__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_dir", "checkpoint_id",
            "list_checkpoints"]
 
 
@@ -99,9 +100,12 @@ async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
     before_step = _step_of(job_id, after) if after else None
     saved = await _saved_steps(runtime, account_id, job_id)
     steps = sorted((s for s in saved if before_step is None or s < before_step), reverse=True)
+    kept = await trio.to_thread.run_sync(
+        lambda: {s: path for s in steps if (path := checkpoint_dir(job, s)) is not None})
+    steps = [s for s in steps if s in kept]  # only those still on disk
     page, more = steps[:limit], len(steps) > limit
     losses = await _losses(runtime, account_id, job, up_to=max(page)) if page else {}
-    return [JobCheckpoint(job_id=job_id, step=s, created_at=saved[s], path=_path(job, s),
+    return [JobCheckpoint(job_id=job_id, step=s, created_at=saved[s], path=str(kept[s]),
                           train_loss=_loss_at(job, losses, s)) for s in page], more
 
 
@@ -155,10 +159,21 @@ def _loss_at(job: Job, losses: dict[int, float], step: int) -> float | None:
     return job.progress.loss if job.progress.step == step else None
 
 
-def _path(job: Job, step: int) -> str | None:
+def checkpoint_dir(job: Job, step: int) -> Path | None:
+    """The directory of the job's checkpoint at ``step`` while it is kept, else None.
+
+    The job's latest checkpoint is where it says; an older one is ``checkpoint-<step>``
+    under the ``checkpoints`` folder of one of the job's runs (``attempt-N/``, or the job's
+    own folder for jobs of earlier versions), which the server prunes to the newest two.
+    """
     latest = job.checkpoint
     if latest is None:
         return None
     if latest.step == step:
-        return latest.path
-    return str(PurePath(latest.path).parent / f"checkpoint-{step}")
+        return Path(latest.path)
+    job_dir = next((p for p in Path(latest.path).parents if p.name == job.id), None)
+    if job_dir is None:
+        return None
+    name = f"checkpoint-{step}"
+    found = [*job_dir.glob(f"attempt-*/checkpoints/{name}"), job_dir / "checkpoints" / name]
+    return next((p for p in sorted(found, reverse=True) if p.is_dir()), None)

@@ -41,7 +41,7 @@ def model_id(job: Job) -> str:
     name with ``/`` written ``--`` (as the Hugging Face cache writes it), so that the id is
     one segment of a URL path."""
     owner = job.account_id + (f"-{job.spec.suffix}" if job.spec.suffix else "")
-    base = job.spec.model.replace("/", "--")
+    base = job.base_model.replace("/", "--")
     return f"ft:{base}:{owner}:{job.id.removeprefix('ft-')}"
 
 

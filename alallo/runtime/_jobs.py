@@ -75,7 +75,7 @@ class Jobs:
         Raises:
             InvalidRequest: an unknown model, training or validation file; too many steps.
         """
-        spec, options, max_steps = await self._planning.plan(account_id, spec)
+        spec, options, max_steps, start = await self._planning.plan(account_id, spec)
         plan = options.pick(spec.goal) if options.options else NO_PLAN
         wait_s = await self._planning.wait_s(plan) if options.options else 0.0
         now = time.time()
@@ -84,7 +84,9 @@ class Jobs:
             max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
             options=options.options, verdict=options.verdict,
             estimate=estimate_time(plan, wait_s=wait_s), price_estimate=estimate_price(plan),
-            created_at=int(now), model_revision=self._planning.model(spec.model).revision,
+            created_at=int(now), init_from=start,
+            model_revision=(start.base_revision if start
+                            else self._planning.model(spec.model).revision),
         )
         transition = lifecycle.apply(job, lifecycle.Created(now=now))
         job = transition.job

@@ -82,9 +82,13 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     spec = job.spec
     hp = job.resolved_hyperparameters()
     trainer = spec.trainer
-    pinned = job.model_revision and "@" not in spec.model  # the weights resolved at creation
-    model = catalogue.resolve(f"{spec.model}@{job.model_revision}" if pinned else spec.model)
-    model_dir = model.local_path or settings.models_dir.resolve() / spec.model.replace("/", "--")
+    base = job.base_model  # under a fine-tuned model or checkpoint it continues
+    pinned = job.model_revision and "@" not in base  # the weights resolved at creation
+    model = catalogue.resolve(f"{base}@{job.model_revision}" if pinned else base)
+    model_dir = model.local_path or settings.models_dir.resolve() / base.replace("/", "--")
+    start = job.init_from
+    if start is not None and start.kind == "full":
+        model_dir = Path(start.path)  # whole weights: they are the model it loads
     wandb = None
     if spec.integrations:
         w = spec.integrations[0].wandb
@@ -99,7 +103,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     return TrainerConfig(
         job_id=job.id,
         model=str(model_dir),
-        model_name=spec.model,
+        model_name=base,
+        init_adapter=start.path if start is not None and start.kind == "adapter" else None,
         training_file=training_file,
         data_format=data_format,  # type: ignore[arg-type]
         output_dir=str(workdir / "model"),

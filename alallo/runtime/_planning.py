@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from actors import ActorRef
 
@@ -25,14 +25,15 @@ from ..capacity import (
     plan_options,
     tokens_per_example,
 )
-from ..jobs import Job, JobSpec, Plan, estimate_price, estimate_time
+from ..jobs import Job, JobSpec, Plan, StartingWeights, estimate_price, estimate_time
 from ..settings import Settings
 from ..store import Store
+from ._starting_weights import GetJob, starting_weights
 from ._training_files import TrainingFiles
 from ._views import CURRENCY, nodes_view, plan_view, time_range_view
 
 __all__ = ["DEFAULT_STEPS_BATCH", "NO_CAPACITY_NOTE", "NO_PLAN", "OTHERS", "SCHEDULER_ASK_S",
-           "Planning"]
+           "Planned", "Planning"]
 
 DEFAULT_STEPS_BATCH = 4
 """Examples per step when the spec names no batch size (to count a job's steps)."""
@@ -46,6 +47,16 @@ NO_PLAN = Plan(device_type="none", devices=0, memory_gb=0, price_per_hour=0, ste
 """The plan of a job no node can run (it fails at once)."""
 
 
+class Planned(NamedTuple):
+    """What :meth:`Planning.plan` found for a spec."""
+
+    spec: JobSpec
+    options: PlanOptions
+    max_steps: int
+    start: StartingWeights | None
+    """The weights the job continues from (None: its base model's own)."""
+
+
 class Planning:
     """Plans and estimates on one runtime's pool.
 
@@ -56,17 +67,22 @@ class Planning:
         pool: the nodes and their devices (:mod:`alallo._capacity`).
         files: where the training file's row is kept for the job's actor.
         scheduler: the scheduler actor, once the runtime has started it (None before).
+        find_model, get_job: the account's fine-tuned models and jobs, for the weights a
+            job continues from (:mod:`alallo.runtime._starting_weights`).
     """
 
     def __init__(self, settings: Settings, store: Store, catalogue: Catalogue, pool: Pool,
                  files: TrainingFiles,
-                 scheduler: Callable[[], ActorRef[SchedulerMessage] | None]) -> None:
+                 scheduler: Callable[[], ActorRef[SchedulerMessage] | None], *,
+                 find_model: GetJob, get_job: GetJob) -> None:
         self._settings = settings
         self._store = store
         self._catalogue = catalogue
         self._pool = pool
         self._files = files
         self._scheduler = scheduler
+        self._find_model = find_model
+        self._get_job = get_job
 
     def list_models(self) -> list[CatalogueModel]:
         """The model catalogue and the hub models in the Hugging Face cache, ``runnable_here``
@@ -97,7 +113,7 @@ class Planning:
         Raises:
             InvalidRequest: an unknown model or training file, or too many steps.
         """
-        spec, options, _ = await self.plan(account_id, spec)
+        spec, options, _, _ = await self.plan(account_id, spec)
         balance, billing_limit = await self._store.balance(account_id)
         if not options.options:
             reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
@@ -124,21 +140,25 @@ class Planning:
 
     async def replan(self, job: Job) -> PlanOptions:
         """A job's plans again, with its measured memory (after a re-scheduling)."""
-        _, options, _ = await self.plan(job.account_id, job.spec,
-                                        memory_factor=job.memory_factor)
+        _, options, _, _ = await self.plan(job.account_id, job.spec,
+                                           memory_factor=job.memory_factor, job=job)
         return options
 
     async def plan(self, account_id: str, spec: JobSpec | Mapping[str, Any], *,
-                   memory_factor: float = 1.0) -> tuple[JobSpec, PlanOptions, int]:
-        """The spec (validated), its plans on this pool, and its number of steps.
+                   memory_factor: float = 1.0, job: Job | None = None) -> Planned:
+        """The spec (validated), its plans on this pool, its number of steps, and the
+        weights it starts from (those of ``job`` when it exists already).
 
         Raises:
             pydantic.ValidationError: a malformed spec.
-            InvalidRequest: an unknown model, training or validation file; too many steps.
+            InvalidRequest: an unknown model, training or validation file, fine-tuned model
+                or checkpoint; too many steps.
         """
         if not isinstance(spec, JobSpec):
             spec = JobSpec.model_validate(spec)
-        model = self._catalogue.resolve(spec.model)
+        start = job.init_from if job is not None else await starting_weights(
+            account_id, spec, find_model=self._find_model, get_job=self._get_job)
+        model = self._catalogue.resolve(start.base_model if start else spec.model)
         file = await self._store.get_file(account_id, spec.training_file)
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
@@ -163,7 +183,7 @@ class Planning:
                                       "This server does not have the model's weights")
             else:
                 options = PlanOptions(kept, options.verdict, options.detail)
-        return spec, options, max_steps
+        return Planned(spec, options, max_steps, start)
 
     async def wait_s(self, plan: Plan) -> float:
         """The scheduler's guess of the queue wait for ``plan`` (s; 0 before it runs)."""

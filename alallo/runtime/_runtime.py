@@ -112,12 +112,13 @@ class Runtime:
         self._background: trio.Nursery | None = None
         self.files = TrainingFiles(self.settings, self.store, self.file_storage)
         """Training files (:mod:`alallo.runtime._training_files`)."""
+        self.models = FineTunedModels(self.store, self.settings, self.get_job)  # trained models
         self.planning = Planning(self.settings, self.store, self.catalogue, self.pool,
-                                 self.files, lambda: self.scheduler)
+                                 self.files, lambda: self.scheduler,
+                                 find_model=self.models.find, get_job=self.get_job)
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
-        self.models = FineTunedModels(self.store, self.settings, self.get_job)  # trained models
         self.completions = Completions(self.settings, self.store, self.planning, self.models,
                                        InferenceWorkers(self.settings))  # try the models
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)

@@ -189,13 +189,14 @@ def model_view(model: CatalogueModel) -> api.Model:
 
 def fine_tuned_model_view(job: Job, base: CatalogueModel | None) -> api.Model:
     """An account's fine-tuned model, as ``GET /v1/models`` lists it (``owned_by``: the
-    account; its size is its base's)."""
+    account; its size is its base's, and a job may train it further where its base can
+    be trained)."""
     return {
         "id": model_id(job), "object": "model", "owned_by": job.account_id, "revision": None,
         "parameters": base.parameters if base else 0,
         "context_length": base.context_length if base else 0,
         "adapters": [job.spec.adapter], "precisions": [job.spec.precision],
-        "runnable_here": False,
+        "runnable_here": base.runnable_here if base else False,
     }
 
 

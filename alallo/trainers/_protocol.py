@@ -75,6 +75,9 @@ class TrainerConfig(BaseModel):
     """Where checkpoints go: one sub-directory ``checkpoint-<step>`` per checkpoint."""
     resume_from: str | None = None
     """A checkpoint directory to continue from, or None for a fresh start."""
+    init_adapter: str | None = None
+    """A LoRA adapter to start from (continued training): trained further by a LoRA job,
+    merged into the model first by a full fine-tune. None: a fresh adapter, or none."""
     adapter: Literal["lora", "full"] = "lora"
     precision: Literal["16-bit", "4-bit"] = "16-bit"
     max_steps: int = Field(gt=0)

@@ -86,6 +86,22 @@ def load_model(
     return model, tokenizer
 
 
+def with_starting_adapter(config: TrainerConfig, model: PreTrainedModel) -> Any:
+    """``model`` with the adapter ``config.init_adapter`` applied (continued training): a
+    LoRA job trains that adapter further (``PeftModel.from_pretrained(...,
+    is_trainable=True)``); a full fine-tune starts from the adapter merged into the weights
+    (``merge_and_unload``). ``model`` itself when there is none."""
+    if config.init_adapter is None:
+        return model
+    from peft import PeftModel
+
+    if config.adapter == "lora":
+        return PeftModel.from_pretrained(model, config.init_adapter, is_trainable=True)
+    merged = PeftModel.from_pretrained(model, config.init_adapter).merge_and_unload()
+    merged.requires_grad_(True)  # peft froze the base weights; a full fine-tune trains them
+    return merged
+
+
 def is_users_model(config: TrainerConfig) -> bool:
     """The job names a model directory of the user's (an absolute path), not a catalogue model."""
     return Path(config.model_name).is_absolute()

@@ -66,6 +66,7 @@ from ._trl_model import (
     load_model,
     lora_config,
     quiet_libraries,
+    with_starting_adapter,
 )
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
 from ._wandb import WandbFailed, WandbRun, start_wandb
@@ -162,6 +163,9 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     bf16 = cuda and torch.cuda.is_bf16_supported()
     quiet_libraries()
     model, tokenizer = load_model(config, bf16=bf16)
+    if config.init_adapter is not None:
+        out(Log(text="Starting from the adapter of an earlier job"))
+        model = with_starting_adapter(config, model)
     if not cuda and "OMP_NUM_THREADS" not in os.environ:
         if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:
             # A small model's matrices are too small to split: measured on
@@ -256,7 +260,9 @@ def _build_trainer(
         dataset_text_field="text",
         packing=False,
     )
-    peft_config = lora_config(config, model) if config.adapter == "lora" else None
+    # An adapter continued from an earlier job is on the model already (with_starting_adapter).
+    fresh_adapter = config.adapter == "lora" and config.init_adapter is None
+    peft_config = lora_config(config, model) if fresh_adapter else None
     trainer = SFTTrainer(
         model=model,
         args=args,

@@ -9,7 +9,7 @@ runtime stand-in (a restarted tiny job is stopped by its budget: see the report)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,7 +30,7 @@ async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture(scope="module")
 def restarted_job(live_server: LiveServer) -> dict[str, Any]:
-    """A finished job of 25 steps: checkpoints at 10, 20 and 25."""
+    """A finished job of 25 steps: checkpoints saved at 10, 20 and 25; the newest two kept."""
     with Client(live_server.url, api_key=live_server.api_key) as c:
         file_id = c.upload_file(EXAMPLES / "sample.jsonl")["id"]
         job = c.create_job(model="alallo/tiny-gpt2", training_file=file_id,
@@ -48,7 +48,7 @@ async def test_checkpoints_newest_first_with_paths_and_losses(
     assert response.status_code == 200, response.text
     body = response.json()
     data = body["data"]
-    assert [c["step_number"] for c in data] == [25, 20, 10]
+    assert [c["step_number"] for c in data] == [25, 20], "the kept ones only"
     assert (body["object"], body["has_more"]) == ("list", False)
     assert (body["first_id"], body["last_id"]) == (data[0]["id"], data[-1]["id"])
     for checkpoint in data:
@@ -59,9 +59,9 @@ async def test_checkpoints_newest_first_with_paths_and_losses(
         assert checkpoint["metrics"] == {"step": step, "train_loss": fake_loss(step)}
         path = PurePath(checkpoint["fine_tuned_model_checkpoint"])
         assert path.name == f"checkpoint-{step}" and path.parent.name == "checkpoints"
-        assert job_id in path.parts
+        assert job_id in path.parts and Path(path).is_dir()
         assert checkpoint["created_at"] >= restarted_job["created_at"]
-    assert len({c["fine_tuned_model_checkpoint"] for c in data}) == 3
+    assert len({c["fine_tuned_model_checkpoint"] for c in data}) == 2
     saved = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
                               params={"limit": 1000})).json()["data"]
     assert [e["step"] for e in saved if e["type"] == "CHECKPOINT_SAVE"] == [10, 20, 25]
@@ -72,10 +72,10 @@ async def test_checkpoints_newest_first_with_paths_and_losses(
 async def test_checkpoints_page_with_after_and_limit(
         client: httpx.AsyncClient, restarted_job: dict[str, Any]) -> None:
     url = f"/v1/fine_tuning/jobs/{restarted_job['id']}/checkpoints"
-    first = (await client.get(url, params={"limit": 2})).json()
-    assert [c["step_number"] for c in first["data"]] == [25, 20] and first["has_more"]
-    rest = (await client.get(url, params={"limit": 2, "after": first["last_id"]})).json()
-    assert [c["step_number"] for c in rest["data"]] == [10] and not rest["has_more"]
+    first = (await client.get(url, params={"limit": 1})).json()
+    assert [c["step_number"] for c in first["data"]] == [25] and first["has_more"]
+    rest = (await client.get(url, params={"limit": 1, "after": first["last_id"]})).json()
+    assert [c["step_number"] for c in rest["data"]] == [20] and not rest["has_more"]
     past = (await client.get(url, params={"after": rest["last_id"]})).json()
     assert past == {"object": "list", "data": [], "has_more": False,
                     "first_id": None, "last_id": None}
@@ -108,7 +108,7 @@ def test_the_client_iterates_checkpoints_page_after_page(
         live_server: LiveServer, restarted_job: dict[str, Any]) -> None:
     with Client(live_server.url, api_key=live_server.api_key) as c:
         steps = [ckpt["step_number"] for ckpt in c.iter_checkpoints(restarted_job["id"], page_size=1)]
-        assert steps == [25, 20, 10]
+        assert steps == [25, 20]
         assert c.list_checkpoints(restarted_job["id"], limit=1)["has_more"] is True
 
 
@@ -118,7 +118,7 @@ async def test_the_async_client_iterates_checkpoints(
         page = await c.list_checkpoints(restarted_job["id"], limit=1)
         rest = await c.list_checkpoints(restarted_job["id"], after=page["last_id"])
         every = [ckpt async for ckpt in c.iter_checkpoints(restarted_job["id"])]
-    assert [x["step_number"] for x in page["data"] + rest["data"]] == [25, 20, 10]
+    assert [x["step_number"] for x in page["data"] + rest["data"]] == [25, 20]
     assert every == page["data"] + rest["data"]
 
 
@@ -127,15 +127,22 @@ async def test_the_async_client_iterates_checkpoints(
 class _Runtime:
     """``get_job``, ``list_events`` and ``read_log`` of a job restarted once."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs_dir: Path) -> None:
         from alallo import Event, EventType, LogLine
 
+        job_id = "ft-" + "a" * 24
+        self.kept = {10: jobs_dir / job_id / "attempt-1" / "checkpoints" / "checkpoint-10",
+                     20: jobs_dir / job_id / "attempt-2" / "checkpoints" / "checkpoint-20",
+                     31: jobs_dir / job_id / "attempt-2" / "checkpoints" / "checkpoint-31"}
+        for path in self.kept.values():
+            path.mkdir(parents=True)
         self.job = SimpleNamespace(
-            id="ft-" + "a" * 24, attempt=2, progress=SimpleNamespace(step=31, loss=0.5),
-            checkpoint=SimpleNamespace(step=31, path="/data/jobs/ft-a/checkpoints/checkpoint-31"))
+            id=job_id, attempt=2, progress=SimpleNamespace(step=31, loss=0.5),
+            checkpoint=SimpleNamespace(step=31, path=str(self.kept[31])))
         saved = EventType.CHECKPOINT_SAVE
         self.events = [Event(seq=seq, created_at=100 + seq, type=t, message="", step=step)
-                       for seq, t, step in ((1, EventType.JOB_START, None), (3, saved, 10),
+                       for seq, t, step in ((1, EventType.JOB_START, None), (2, saved, 5),
+                                            (3, saved, 10),
                                             (7, saved, 20), (9, EventType.JOB_RESTARTED, None),
                                             (12, saved, 20), (14, saved, 31))]
         self.logs = {
@@ -160,12 +167,12 @@ class _Runtime:
         return rest[:limit], len(rest) > limit
 
 
-async def test_a_restarted_job_lists_each_step_once_with_the_loss_known_then(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_restarted_job_lists_each_kept_step_once_with_the_loss_known_then(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from alallo.runtime import _checkpoint_list
 
     monkeypatch.setattr(_checkpoint_list, "_PAGE", 2)  # several reads of events and logs
-    runtime = _Runtime()
+    runtime = _Runtime(tmp_path / "jobs")  # step 5's checkpoint was pruned: not listed
     found, more = await _checkpoint_list.list_checkpoints(
         runtime, "acct", runtime.job.id, limit=10)  # type: ignore[arg-type]
     assert not more
@@ -174,8 +181,7 @@ async def test_a_restarted_job_lists_each_step_once_with_the_loss_known_then(
         (20, 112, 1.9),  # saved again by the second run: its time and its loss
         (10, 103, 2.5),  # from the first run's log
     ]
-    assert [c.path for c in found] == [f"/data/jobs/ft-a/checkpoints/checkpoint-{s}"
-                                       for s in (31, 20, 10)]
+    assert [c.path for c in found] == [str(runtime.kept[s]) for s in (31, 20, 10)]
     page, more = await _checkpoint_list.list_checkpoints(
         runtime, "acct", runtime.job.id, after=found[0].id, limit=1)  # type: ignore[arg-type]
     assert [c.step for c in page] == [20] and more

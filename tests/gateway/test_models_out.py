@@ -70,7 +70,7 @@ async def test_a_fine_tuned_model_downloads_loads_and_is_deleted(
     assert model.endswith("-demo:" + job["id"].removeprefix("ft-"))
 
     listed = {m["id"]: m for m in (await client.get("/v1/models")).json()["data"]}
-    assert listed[model]["adapters"] == ["lora"] and listed[model]["runnable_here"] is False
+    assert listed[model]["adapters"] == ["lora"] and listed[model]["runnable_here"] is True
     assert (await client.get(f"/v1/models/{model}")).json()["id"] == model
 
     adapter = await client.get(f"/v1/models/{model}/content", params={"format": "adapter"})

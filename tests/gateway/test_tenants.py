@@ -294,6 +294,28 @@ def test_anothers_file_in_a_job_spec_answers_as_an_unknown_file(
     assert error["message"].replace(tenants.file, unknown) == nobodys.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
+def test_anothers_model_or_checkpoint_to_continue_answers_as_an_unknown_one(
+        tenants: Tenants, path: str) -> None:
+    own = tenants.other.get("/v1/files").json()["data"][0]["id"]
+    steps = [c["step_number"] for c in tenants.owner.get(
+        f"/v1/fine_tuning/jobs/{tenants.done}/checkpoints").json()["data"]]
+    checkpoint, unknown = f"{tenants.done}:{steps[0]}", "ft-" + "0" * 24 + f":{steps[0]}"
+    owners_file = tenants.owner.get("/v1/files").json()["data"][0]["id"]
+    for field, theirs_value, nobodys_value in (("model", tenants.model, UNKNOWN_MODEL),
+                                               ("from_checkpoint", checkpoint, unknown)):
+        mine = tenants.owner.post("/v1/fine_tuning/estimates",
+                                  json=simulated(owners_file, 2) | {field: theirs_value})
+        assert mine.status_code == 200, mine.text  # the owner may continue it
+        theirs = tenants.other.post(path, json=simulated(own, 2) | {field: theirs_value})
+        nobodys = tenants.other.post(path, json=simulated(own, 2) | {field: nobodys_value})
+        assert theirs.status_code == nobodys.status_code == 422, theirs.text
+        error = theirs.json()["error"]
+        assert error["param"] == field
+        assert (error["message"].replace(theirs_value, nobodys_value)
+                == nobodys.json()["error"]["message"])
+
+
 def test_capacity_hides_other_accounts_job_ids(tenants: Tenants) -> None:
     owner_view = tenants.owner.get("/v1/capacity").json()
     other_view = tenants.other.get("/v1/capacity").json()
