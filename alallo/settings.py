@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
     wandb_base_url: str | None = None
     """The W&B server, when not the public one."""
+    hf_token: SecretStr | None = None
+    """A Hugging Face token (``hf_…``) for gated or private hub models: used to find a
+    model on the hub when a job names one the cache lacks, and given to the built-in
+    trainer (``HF_TOKEN``) to download it; never to a trainer of the account's own."""
     nodes: list[NodeSpec] = Field(default_factory=list)
     """The capacity pool; empty means one node, ``local``: this machine's GPUs as NVML
     finds them, or without a GPU its CPU with ``max_concurrent_jobs`` slots

@@ -13,12 +13,14 @@ Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
   every test not marked otherwise, so a new test runs on both backends unless it says why not.
 - ``browser``: drives Chromium (added here to every test using the ``browser`` fixture).
 - ``ray``: uses the real local Ray cluster (the session fixture ``ray_cluster``; runs in the
-  PostgreSQL pass, ``tests/ray_cluster.py``; added here to every test using it).
+  PostgreSQL pass, ``tests/ray_cluster.py``; added here to every test using it, with the
+  ``xdist_group`` that keeps them in one pytest-xdist worker, so one cluster serves them).
 - ``slow``: real training or thousands of streams; ``make test-quick`` leaves them out.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,6 +41,11 @@ from support import (
 
 from alallo.settings import Settings
 
+# No test reaches the real Hugging Face hub (there is no network but the package index); set
+# before anything imports huggingface_hub, which reads it once (nothing above does). The tests
+# of hub downloads serve a hub of their own (tests/fake_hub.py).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 FOLDER_MARKERS = {"actors": "unit", "trainers": "unit", "tools": "unit", "cluster": "postgres"}
 """Test folders (under tests/) whose every test needs the same: actors, trainer programs and
 the test tools never open a store; the cluster's tests are many processes on one PostgreSQL."""
@@ -46,6 +53,7 @@ the test tools never open a store; the cluster's tests are many processes on one
 _ONE_PASS = ("unit", "any_backend", "postgres")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by what it needs (see the module docstring); on SQLite, deselect the
     tests that need PostgreSQL (reported as deselected, not skipped)."""
@@ -60,6 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.browser)
         if "ray_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.xdist_group("ray"))  # one worker, one cluster
         if not any(item.get_closest_marker(name) for name in _ONE_PASS):
             item.add_marker(pytest.mark.integration)
         needs_postgres = item.get_closest_marker("postgres") is not None

@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING
 from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._catalogue import HUB_ID as HUB_ID
     from ._catalogue import TINY_GPT2 as TINY_GPT2
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
+    from ._hub import find_on_hub as find_on_hub
+    from ._hub import hub_reachable as hub_reachable
     from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
     from ._hardware import Gpu as Gpu
     from ._hardware import declared_problem as declared_problem
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Acquire": ("._scheduler", "Acquire"),
+    "HUB_ID": ("._catalogue", "HUB_ID"),
     "Catalogue": ("._catalogue", "Catalogue"),
     "CatalogueModel": ("._catalogue", "CatalogueModel"),
     "Drain": ("._scheduler", "Drain"),
@@ -65,6 +69,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "TINY_GPT2": ("._catalogue", 'TINY_GPT2'),
     "WaitEstimate": ("._scheduler", "WaitEstimate"),
     "declared_problem": ("._hardware", "declared_problem"),
+    "find_on_hub": ("._hub", "find_on_hub"),
+    "hub_reachable": ("._hub", "hub_reachable"),
     "detect_gpus": ("._hardware", "detect_gpus"),
     "local_node": ("._hardware", "local_node"),
     "plan_options": ("._plans", "plan_options"),
@@ -73,10 +79,10 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["TINY_GPT2", "UNKNOWN_GPU_TFLOPS", "Acquire", "Catalogue", "CatalogueModel",
+__all__ = ["HUB_ID", "TINY_GPT2", "UNKNOWN_GPU_TFLOPS", "Acquire", "Catalogue", "CatalogueModel",
            "Drain", "FollowNodes", "Gpu", "Grant", "Node", "NodeSpec", "Placement",
            "PlanOptions", "Pool", "QueueSnapshot", "Release", "Scheduler",
            "SchedulerMessage", "WaitEstimate", "declared_problem", "detect_gpus",
-           "local_node", "plan_options", "tokens_per_example"]
+           "find_on_hub", "hub_reachable", "local_node", "plan_options", "tokens_per_example"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

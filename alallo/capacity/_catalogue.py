@@ -5,7 +5,8 @@ a Hugging Face hub id (``org/name``, optionally ``org/name@revision``) whose wei
 this server's Hugging Face cache (``HF_HOME``): resolved with ``huggingface_hub`` from the
 cache alone (``snapshot_download(..., local_files_only=True)``), so the answer is instant and
 the same offline (``HF_HUB_OFFLINE=1``). The snapshot's commit hash is the model's revision:
-a job records it, and a rerun trains the same weights.
+a job records it, and a rerun trains the same weights. A hub id the cache lacks is looked up
+on the hub by the runtime (:mod:`alallo.capacity._hub`) and :meth:`Catalogue.remember`-ed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 import builtins
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .._errors import InvalidRequest
 
-__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel"]
+__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel", "context_of"]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
 
@@ -46,6 +47,9 @@ class CatalogueModel:
     """False for catalogue models whose weights this server does not have."""
     revision: str | None = None
     """A hub model's commit hash (its snapshot in the Hugging Face cache); None otherwise."""
+    on_hub: bool = False
+    """A hub model not in the cache: the trainer downloads it at ``revision`` when a run
+    starts (:mod:`alallo.capacity._hub`)."""
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./-]+)?$")
@@ -88,7 +92,13 @@ class Catalogue:
                 (``param="model"``).
         """
         if name in self._models:
-            return self._models[name]
+            model = self._models[name]
+            if model.on_hub:  # found on the hub: in the cache once a trainer downloaded it
+                repo = name.partition("@")[0]
+                cached = _from_hub_cache(f"{repo}@{model.revision}")
+                if cached is not None:
+                    model = self._models[name] = replace(cached, id=name)
+            return model
         path = Path(name)
         if path.is_absolute() and (path / "config.json").is_file():
             model = CatalogueModel(
@@ -101,8 +111,9 @@ class Catalogue:
             base = _read_json(path / "adapter_config.json").get("base_model_name_or_path")
             raise InvalidRequest(
                 f"{name} holds a LoRA adapter, not a model (its base: {base}): name the base "
-                "model to train a new adapter; training an adapter further is not supported "
-                "yet (its merged model is: alallo models download --merged)", param="model")
+                "model to train a new adapter, or your fine-tuned model's id (ft:…) to train "
+                "its adapter further; a merged model is a model (alallo models download "
+                "--merged)", param="model")
         if HUB_ID.match(name) and (hub := _from_hub_cache(name)) is not None:
             self._models[name] = hub
             return hub
@@ -115,6 +126,10 @@ class Catalogue:
             "a local Hugging Face model directory",
             param="model",
         )
+
+    def remember(self, model: CatalogueModel) -> None:
+        """Know ``model`` from now on (a hub model found on the hub, by its name)."""
+        self._models[model.id] = model
 
     def cached_hub_models(self) -> builtins.list[CatalogueModel]:
         """The hub models in this server's Hugging Face cache, each at its newest snapshot
@@ -172,7 +187,11 @@ def _read_json(path: Path) -> dict[str, object]:
 
 
 def _context(path: Path) -> int:
-    config = _read_config(path)
+    return context_of(_read_config(path))
+
+
+def context_of(config: dict[str, object]) -> int:
+    """A model's context length in tokens, from its ``config.json`` (2048 if it says not)."""
     for key in ("max_position_embeddings", "n_positions", "n_ctx"):
         value = config.get(key)
         if isinstance(value, int):

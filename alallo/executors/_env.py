@@ -32,7 +32,8 @@ PASSED_VARIABLES = frozenset({
     # language, time zone, certificates
     "LANG", "LANGUAGE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
     # model and data caches, and their offline switches (tokens are not passed)
-    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE", "HF_DATASETS_OFFLINE",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_DATASETS_CACHE",
+    "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TORCH_HOME", "XDG_CACHE_HOME",
     # devices and threads
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "MKL_NUM_THREADS",

@@ -362,7 +362,7 @@ class JobActor(Actor[JobMessage]):
             return None
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
         process = rt.executor.trainer(launch(job, grant.placement, command, attempt_dir,
-                                             rt.trainer_user))
+                                             rt.trainer_user, rt.settings.hf_token))
         async with trio.open_nursery() as run:
             run.start_soon(self._watch_limits, job.ran_s)
             try:

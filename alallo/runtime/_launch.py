@@ -14,8 +14,11 @@ import shutil
 from collections.abc import Collection
 from pathlib import Path
 
+from pydantic import SecretStr
+
+from .._errors import InvalidRequest
 from .._trainer_registry import TrainerRegistry
-from ..capacity import Catalogue, Grant, Placement
+from ..capacity import Catalogue, CatalogueModel, Grant, Placement
 from ..executors import Launch, TrainerUser
 from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
@@ -83,9 +86,11 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     hp = job.resolved_hyperparameters()
     trainer = spec.trainer
     base = job.base_model  # under a fine-tuned model or checkpoint it continues
-    pinned = job.model_revision and "@" not in base  # the weights resolved at creation
-    model = catalogue.resolve(f"{base}@{job.model_revision}" if pinned else base)
-    model_dir = model.local_path or settings.models_dir.resolve() / base.replace("/", "--")
+    model = _pinned(catalogue, base, job.model_revision)
+    model_dir: str | Path = (model.local_path
+                             or settings.models_dir.resolve() / base.replace("/", "--"))
+    if model.on_hub:  # the trainer downloads it: its repo id, at the pinned revision
+        model_dir = base.partition("@")[0]
     start = job.init_from
     if start is not None and start.kind == "full":
         model_dir = Path(start.path)  # whole weights: they are the model it loads
@@ -104,6 +109,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         job_id=job.id,
         model=str(model_dir),
         model_name=base,
+        hub_revision=model.revision if model.on_hub else None,
         init_adapter=start.path if start is not None and start.kind == "adapter" else None,
         training_file=training_file,
         data_format=data_format,  # type: ignore[arg-type]
@@ -129,6 +135,18 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
         wandb=wandb,
     )
+
+
+def _pinned(catalogue: Catalogue, name: str, revision: str | None) -> CatalogueModel:
+    """The model ``name`` at the revision the job resolved at creation: from the cache when
+    it is there, else to download from the hub at that revision (the trainer does)."""
+    if not revision or "@" in name:
+        return catalogue.resolve(name)
+    try:
+        return catalogue.resolve(f"{name}@{revision}")
+    except InvalidRequest:
+        return CatalogueModel(id=name, parameters=0, context_length=0, revision=revision,
+                              on_hub=True)
 
 
 def prune_checkpoints(workdir: Path, keep: Collection[str | None]) -> None:
@@ -177,16 +195,20 @@ def trainer_command(job: Job, grant: Grant, config_path: Path, *, python: str,
 
 
 def launch(job: Job, placement: Placement, command: list[str], run_dir: Path,
-           user: TrainerUser | None) -> Launch:
+           user: TrainerUser | None, hf_token: SecretStr | None = None) -> Launch:
     """What the executor needs to run the job's next attempt in ``run_dir``. The run's id is
     new each time (``<job>-attempt-<n>-<6 hex>``): a start repeated after a crash of this
-    server is another run, and fences the one before."""
+    server is another run, and fences the one before. The operator's Hugging Face token
+    (``hf_token``) goes to the built-in trainer only, as ``HF_TOKEN``: never to a trainer
+    of the operator's registry or of the account's own (docs/security.md)."""
+    env = trainer_env(run_dir, user, placement)
+    if hf_token is not None and job.spec.trainer == "trl":
+        env["HF_TOKEN"] = hf_token.get_secret_value()
     return Launch(command, cwd=run_dir, output_log=run_dir / "trainer-output.log",
                   run_id=f"{job.id}-attempt-{job.attempt + 1}-{secrets.token_hex(3)}",
                   node=placement.node,
                   device_type=placement.device_type, devices=placement.devices,
-                  device_indices=placement.device_indices,
-                  env=trainer_env(run_dir, user, placement))
+                  device_indices=placement.device_indices, env=env)
 
 
 def trainer_env(run_dir: Path, user: TrainerUser | None,

@@ -9,12 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple, cast
 
+import trio
+
 from actors import ActorRef
 
 from .. import api
 from .._errors import InvalidRequest
 from .._status import Message
 from ..capacity import (
+    HUB_ID,
     Catalogue,
     CatalogueModel,
     PlanOptions,
@@ -22,6 +25,8 @@ from ..capacity import (
     QueueSnapshot,
     SchedulerMessage,
     WaitEstimate,
+    find_on_hub,
+    hub_reachable,
     plan_options,
     tokens_per_example,
 )
@@ -98,6 +103,25 @@ class Planning:
         """
         return self._catalogue.resolve(name)
 
+    async def find_model(self, name: str) -> CatalogueModel:
+        """The model a job names, asking the Hugging Face hub (in a worker thread) for a hub
+        id the cache lacks, when this server reaches the hub; remembered from then on.
+
+        Raises:
+            InvalidRequest: no such model here or on the hub (``param="model"``).
+            Unavailable: the hub cannot be reached now.
+        """
+        try:
+            return self._catalogue.resolve(name)
+        except InvalidRequest:
+            if not HUB_ID.match(name) or not hub_reachable():
+                raise
+        token = self._settings.hf_token
+        model = await trio.to_thread.run_sync(
+            find_on_hub, name, token.get_secret_value() if token else None)
+        self._catalogue.remember(model)
+        return model
+
     def _runnable(self, model: CatalogueModel) -> bool:
         simulated = any(n.spec.simulated for n in self._pool.nodes.values())
         if not model.weights_here and not simulated:
@@ -158,7 +182,7 @@ class Planning:
             spec = JobSpec.model_validate(spec)
         start = job.init_from if job is not None else await starting_weights(
             account_id, spec, find_model=self._find_model, get_job=self._get_job)
-        model = self._catalogue.resolve(start.base_model if start else spec.model)
+        model = await self.find_model(start.base_model if start else spec.model)
         file = await self._store.get_file(account_id, spec.training_file)
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",

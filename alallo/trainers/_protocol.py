@@ -63,7 +63,7 @@ class TrainerConfig(BaseModel):
 
     job_id: str
     model: str
-    """A local Hugging Face model directory."""
+    """A local Hugging Face model directory, or a hub id when ``hub_revision`` is set."""
     model_name: str
     """The catalogue name the user chose, e.g. ``alallo/tiny-gpt2``."""
     training_file: str
@@ -75,6 +75,9 @@ class TrainerConfig(BaseModel):
     """Where checkpoints go: one sub-directory ``checkpoint-<step>`` per checkpoint."""
     resume_from: str | None = None
     """A checkpoint directory to continue from, or None for a fresh start."""
+    hub_revision: str | None = None
+    """Set when ``model`` is a Hugging Face hub id the trainer downloads first, at this
+    commit (into the Hugging Face cache: ``HF_HOME``); None when ``model`` is a directory."""
     init_adapter: str | None = None
     """A LoRA adapter to start from (continued training): trained further by a LoRA job,
     merged into the model first by a full fine-tune. None: a fresh adapter, or none."""

@@ -138,6 +138,10 @@ def _platform_message(exc: Exception) -> str:
 
 
 def _train(config: TrainerConfig, out: ProtocolOut) -> None:
+    if config.hub_revision is not None:  # a hub model: downloaded first, once per machine
+        from ._hub import download_hub_model
+
+        config = config.model_copy(update={"model": str(download_hub_model(config, out))})
     model_dir = Path(config.model)
     if config.precision == "4-bit" and config.adapter != "lora":
         raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')

@@ -9,8 +9,13 @@ import pytest
 
 from alallo._trainer_registry import TrainerRegistry
 from alallo.capacity import Grant, Placement
-from alallo.jobs import Plan
-from alallo.runtime._launch import prune_checkpoints, trainer_command, trainer_env
+from alallo.jobs import JobSpec, Plan
+from alallo.runtime._launch import (
+    launch,
+    prune_checkpoints,
+    trainer_command,
+    trainer_env,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -53,3 +58,20 @@ def test_pruning_deletes_only_checkpoints_older_than_those_kept(tmp_path: Path) 
     assert sorted(s for s, p in made.items() if p.exists()) == [40, 50, 60]
     prune_checkpoints(tmp_path, {str(made[50]), None})  # the first one recorded
     assert sorted(s for s, p in made.items() if p.exists()) == [50, 60]
+
+
+def test_the_hub_token_goes_to_the_built_in_trainer_alone(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+    from test_lifecycle import new_job
+
+    token = SecretStr("hf_" + "x" * 34)
+    placement = grant("cpu", (0,)).placement
+    built_in = new_job()
+    assert launch(built_in, placement, ["py"], tmp_path, None, token).env["HF_TOKEN"] == (
+        token.get_secret_value())
+    assert "HF_TOKEN" not in launch(built_in, placement, ["py"], tmp_path, None).env
+    for trainer in ("simulated", {"command": ["my-trainer"]}, {"name": "registered"}):
+        other = built_in.model_copy(update={"spec": built_in.spec.model_copy(
+            update={"trainer": JobSpec.model_validate(
+                {"model": "m", "training_file": "f", "trainer": trainer}).trainer})})
+        assert "HF_TOKEN" not in launch(other, placement, ["py"], tmp_path, None, token).env
