@@ -74,27 +74,32 @@ def main(argv: list[str]) -> int:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     fence, run_id = launch.get("fence_file"), launch.get("run_id")
     env.update({"ALALLO_FENCE_FILE": fence or "", "ALALLO_RUN_ID": run_id or ""})
-    trainer = subprocess.Popen(
-        launch["command"], cwd=cwd, env=scrubbed_environment(env), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, preexec_fn=die_with_parent)
-    (cwd / "trainer.pid").write_text(str(trainer.pid))
-    assert trainer.stdout is not None
-    copier = threading.Thread(target=_copy, args=(trainer.stdout, cwd / OUTPUT), daemon=True)
-    copier.start()
     grace_s = float(launch.get("grace_s", 5.0))
+    started: list[tuple[subprocess.Popen[bytes], threading.Thread]] = []
 
     def end(code: int) -> int:
-        copier.join(timeout=10)
+        for _, copier in started:
+            copier.join(timeout=10)
         _write_atomically(cwd / EXIT_STATUS, str(code))
         return code
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        _stop(trainer, grace_s)
+        for trainer, _ in started:
+            _stop(trainer, grace_s)
         sys.exit(end(128 + signum))
 
+    # Before the trainer starts: a stop that comes at once stops it too (it dies with us).
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    trainer = subprocess.Popen(
+        launch["command"], cwd=cwd, env=scrubbed_environment(env), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=die_with_parent)
+    assert trainer.stdout is not None
+    copier = threading.Thread(target=_copy, args=(trainer.stdout, cwd / OUTPUT), daemon=True)
+    copier.start()
+    started.append((trainer, copier))
+    (cwd / "trainer.pid").write_text(str(trainer.pid))
     while True:
         try:
             return end(trainer.wait(timeout=FENCE_CHECK_S))

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._spec import SimulatedTrainer as SimulatedTrainer
     from ._timeleft import time_left as time_left
     from ._timetext import TimeRange as TimeRange
+    from ._training_file import PREFERENCE_FORMATS as PREFERENCE_FORMATS
     from ._training_file import check_jsonl as check_jsonl
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
@@ -64,6 +65,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "TimeRange": ("._timetext", "TimeRange"),
     "billing_limit_detail": ("._billing", "billing_limit_detail"),
     "check_jsonl": ("._training_file", "check_jsonl"),
+    "PREFERENCE_FORMATS": ("._training_file", "PREFERENCE_FORMATS"),
     "estimate_price": ("._estimate", "estimate_price"),
     "estimate_time": ("._estimate", "estimate_time"),
     "lifecycle": ("._lifecycle", None),
@@ -72,9 +74,10 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["DEVICE_TYPES", "CommandTrainer", "DeviceType", "Event", "Job", "JobError", "JobSpec",
-           "LedgerEntry", "LogLine", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
-           "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail", "check_jsonl",
-           "estimate_price", "estimate_time", "lifecycle", "time_left"]
+__all__ = ["DEVICE_TYPES", "PREFERENCE_FORMATS", "CommandTrainer", "DeviceType", "Event",
+           "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine", "NamedTrainer", "Plan",
+           "Progress", "SavedCheckpoint", "SimulatedTrainer", "StartingWeights", "TimeRange",
+           "billing_limit_detail", "check_jsonl", "estimate_price", "estimate_time",
+           "lifecycle", "time_left"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

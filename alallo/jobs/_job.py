@@ -46,6 +46,10 @@ class SavedCheckpoint(BaseModel):
     hash: str | None = None
 
 
+DPO_BETA = 0.1
+"""DPO's beta when the job names none (TRL's default)."""
+
+
 class StartingWeights(BaseModel):
     """Where a job's training starts when not from its base model's own weights: a
     fine-tuned model of the account (``model: "ft:…"``) or a checkpoint of one of its jobs
@@ -181,7 +185,7 @@ class Job(BaseModel):
             "learning_rate": hp.learning_rate or ((1e-4 if full else 1e-3)
                                                   * (hp.learning_rate_multiplier or 1.0)),
             "lora_rank": None if full else (hp.lora_rank or 8),
-        }
+        } | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {})
 
 
 class Event(BaseModel):

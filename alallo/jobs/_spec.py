@@ -54,6 +54,9 @@ class Hyperparameters(BaseModel):
     not together with ``learning_rate``."""
     lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK)
     """Rank of the LoRA matrices; default 8."""
+    beta: float | None = Field(default=None, gt=0, le=10)
+    """DPO only: how far the trained model may move from the reference model (the KL
+    penalty's weight, Rafailov et al. 2023); default 0.1, as TRL's."""
 
     @field_validator("learning_rate_multiplier")
     @classmethod
@@ -165,7 +168,9 @@ class JobSpec(BaseModel):
     ``ft-…:STEP`` (Together's form); ``model`` is then that job's base model or model."""
     name: str | None = Field(default=None, max_length=200)
     suffix: str | None = Field(default=None, max_length=64)
-    method: Literal["supervised"] = "supervised"
+    method: Literal["supervised", "dpo"] = "supervised"
+    """``supervised`` (SFT) trains on examples; ``dpo`` (Direct Preference Optimization,
+    Rafailov et al. 2023) on preference pairs."""
     adapter: Literal["lora", "full"] = "lora"
     precision: Literal["16-bit", "4-bit"] = "16-bit"
     goal: Literal["lowest_cost", "fastest_finish"] = "lowest_cost"
@@ -178,7 +183,16 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _openai_method_form(cls, data: Any) -> Any:
-        """Unfold OpenAI's ``method`` object into ``method`` + ``hyperparameters``."""
+        """Unfold OpenAI's ``method`` object into ``method`` + ``hyperparameters``, and
+        Together's ``training_method`` (``{"method": "dpo", "dpo_beta": 0.1}``) alike."""
+        if isinstance(data, dict) and isinstance(data.get("training_method"), dict):
+            data = dict(data)
+            together = data.pop("training_method")
+            kind = together.get("method", "sft")
+            data["method"] = {"type": "supervised" if kind == "sft" else kind}
+            if together.get("dpo_beta") is not None:
+                hyper = data["hyperparameters"] = dict(data.get("hyperparameters") or {})
+                hyper.setdefault("beta", together["dpo_beta"])
         if not isinstance(data, dict) or not isinstance(data.get("method"), dict):
             return data
         data = dict(data)
@@ -192,6 +206,14 @@ class JobSpec(BaseModel):
                 merged.update(data["hyperparameters"])
             data["hyperparameters"] = merged
         return data
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _beta_is_dpos(cls, value: Hyperparameters, info: ValidationInfo) -> Hyperparameters:
+        if value.beta is not None and info.data.get("method", "supervised") != "dpo":
+            raise PydanticCustomError(
+                "beta_without_dpo", "beta applies to method dpo only, not supervised")
+        return value
 
     @field_validator("precision")
     @classmethod

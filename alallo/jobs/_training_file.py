@@ -6,6 +6,9 @@ same format:
 - ``text``: ``{"text": "..."}``
 - ``messages``: ``{"messages": [{"role": "user"|"assistant"|"system", "content": "..."}, ...]}``
 - ``prompt_completion``: ``{"prompt": "...", "completion": "..."}``
+- ``preference`` (OpenAI's, for DPO): ``{"input": {"messages": [...]}, "preferred_output":
+  [{"role": "assistant", "content": "..."}], "non_preferred_output": [...]}``
+- ``chosen_rejected`` (TRL's, for DPO): ``{"prompt": "...", "chosen": "...", "rejected": "..."}``
 
 A ``messages`` line must hold at least one ``assistant`` message: the reply
 the model learns to give (without one there is nothing to train on; OpenAI's
@@ -27,9 +30,11 @@ from typing import Any, Literal
 from .._errors import InvalidFile
 from .._json import NestingTooDeep, loads
 
-__all__ = ["CheckedFile", "check_jsonl"]
+__all__ = ["PREFERENCE_FORMATS", "CheckedFile", "check_jsonl"]
 
-Format = Literal["text", "messages", "prompt_completion"]
+Format = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
+PREFERENCE_FORMATS: frozenset[str] = frozenset({"preference", "chosen_rejected"})
+"""The formats of preference pairs: what method ``dpo`` trains on, and only it."""
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -80,6 +85,10 @@ def check_jsonl(data: bytes) -> CheckedFile:
 
 
 def _detect(row: dict[str, Any], number: int) -> Format:
+    if {"preferred_output", "non_preferred_output"} & row.keys():
+        return "preference"
+    if {"chosen", "rejected"} & row.keys():
+        return "chosen_rejected"
     if "messages" in row:
         return "messages"
     if "prompt" in row or "completion" in row:
@@ -98,31 +107,46 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
     elif fmt == "prompt_completion":
         _string(row, "prompt", number)
         _string(row, "completion", number)
+    elif fmt == "chosen_rejected":
+        for column in ("prompt", "chosen", "rejected"):
+            _string(row, column, number)
+    elif fmt == "preference":
+        given = row.get("input")
+        if not isinstance(given, dict):
+            raise InvalidFile(f'line {number}: missing column "input" (an object with '
+                              '"messages")', param="file")
+        _messages(given.get("messages"), f"line {number}: input.messages",
+                  f'line {number}: missing column "input.messages" (a non-empty list)')
+        for column in ("preferred_output", "non_preferred_output"):
+            _messages(row.get(column), f"line {number}: {column}",
+                      f'line {number}: missing column "{column}" (a non-empty list of the '
+                      "assistant's messages)", assistant=True)
     else:
-        messages = row.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise InvalidFile(
-                f'line {number}: missing column "messages" (a non-empty list)', param="file"
-            )
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise InvalidFile(f"line {number}: messages[{index}] is not an object", param="file")
-            if message.get("role") not in _ROLES:
-                raise InvalidFile(
-                    f"line {number}: messages[{index}].role must be one of "
-                    f"{', '.join(sorted(_ROLES))}",
-                    param="file",
-                )
-            if not isinstance(message.get("content"), str):
-                raise InvalidFile(
-                    f"line {number}: messages[{index}].content must be a string", param="file"
-                )
-        if not any(message["role"] == "assistant" for message in messages):
+        _messages(row.get("messages"), f"line {number}: messages",
+                  f'line {number}: missing column "messages" (a non-empty list)')
+        if not any(message["role"] == "assistant" for message in row["messages"]):
             raise InvalidFile(
                 f"line {number}: no assistant message: each conversation needs at least one "
                 'message with role "assistant", the reply the model learns to give',
                 param="file",
             )
+
+
+def _messages(messages: Any, where: str, missing: str, *, assistant: bool = False) -> None:
+    """A non-empty list of ``{"role", "content"}`` messages (only the assistant's, when
+    ``assistant``); the first fault named with ``where`` and its index, ``missing`` when
+    there is no such list."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidFile(missing, param="file")
+    roles = {"assistant"} if assistant else _ROLES
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidFile(f"{where}[{index}] is not an object", param="file")
+        if message.get("role") not in roles:
+            raise InvalidFile(f"{where}[{index}].role must be one of {', '.join(sorted(roles))}",
+                              param="file")
+        if not isinstance(message.get("content"), str):
+            raise InvalidFile(f"{where}[{index}].content must be a string", param="file")
 
 
 def _string(row: dict[str, Any], column: str, number: int) -> None:

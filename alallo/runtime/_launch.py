@@ -124,6 +124,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         batch_size=hp["batch_size"],
         learning_rate=hp["learning_rate"],
         lora_rank=hp["lora_rank"] or 8,
+        method=spec.method,
+        beta=hp.get("beta", 0.1),
         seed=spec.seed or 0,
         step_delay_s=simulated.step_delay_s if simulated else 0.0,
         fail_at_step=simulated.fail_at_step if simulated else None,

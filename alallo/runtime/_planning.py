@@ -30,9 +30,17 @@ from ..capacity import (
     plan_options,
     tokens_per_example,
 )
-from ..jobs import Job, JobSpec, Plan, StartingWeights, estimate_price, estimate_time
+from ..jobs import (
+    PREFERENCE_FORMATS,
+    Job,
+    JobSpec,
+    Plan,
+    StartingWeights,
+    estimate_price,
+    estimate_time,
+)
 from ..settings import Settings
-from ..store import Store
+from ..store import FileRow, Store
 from ._starting_weights import GetJob, starting_weights
 from ._training_files import TrainingFiles
 from ._views import CURRENCY, nodes_view, plan_view, time_range_view
@@ -187,10 +195,13 @@ class Planning:
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
-        if spec.validation_file and not await self._store.get_file(account_id,
-                                                                   spec.validation_file):
-            raise InvalidRequest(f"no validation file {spec.validation_file!r}",
-                                 param="validation_file")
+        _suits_the_method(spec, file, "training_file")
+        if spec.validation_file:
+            validation = await self._store.get_file(account_id, spec.validation_file)
+            if validation is None:
+                raise InvalidRequest(f"no validation file {spec.validation_file!r}",
+                                     param="validation_file")
+            _suits_the_method(spec, validation, "validation_file")
         self._files.remember(file)
         max_steps = self._max_steps(spec, file.line_count)
         options = plan_options(
@@ -257,3 +268,19 @@ class Planning:
             raise InvalidRequest(f"the job would train {steps} steps; the limit is {limit}",
                                  param="hyperparameters.max_steps")
         return steps
+
+
+def _suits_the_method(spec: JobSpec, file: FileRow, field: str) -> None:
+    """A preference file for ``dpo``, examples for ``supervised``; else 422 saying which.
+
+    Raises:
+        InvalidRequest: the file's format is not the method's (``param=field``).
+    """
+    pairs = file.format in PREFERENCE_FORMATS
+    if spec.method == "dpo" and not pairs:
+        raise InvalidRequest(
+            f"method dpo trains on preference pairs (prompt, chosen and rejected; or OpenAI's "
+            f"input, preferred_output and non_preferred_output); {file.id} holds "
+            f"{file.format} examples: use method supervised", param=field)
+    if spec.method != "dpo" and pairs:
+        raise InvalidRequest(f"{file.id} holds preference pairs; use method dpo", param=field)

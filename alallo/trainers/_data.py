@@ -41,7 +41,7 @@ __all__ = [
     "tree_hash",
 ]
 
-DataFormat = Literal["text", "messages", "prompt_completion"]
+DataFormat = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 _HASH_CHARS = 16
@@ -66,8 +66,10 @@ def read_rows(path: Path, data_format: DataFormat) -> list[dict[str, Any]]:
 
     Returns:
         One dict per example, holding only the format's columns: ``text``;
-        ``messages`` (a list of ``{"role", "content"}``); or ``prompt`` and
-        ``completion``.
+        ``messages`` (a list of ``{"role", "content"}``); ``prompt`` and
+        ``completion``; or, for preference pairs, ``prompt``, ``chosen`` and ``rejected``
+        (strings, or for OpenAI's ``preference`` format lists of messages: the
+        conversation, and the preferred and the other answer).
 
     Raises:
         UserDataError: The file is not UTF-8, holds no example, or a line is
@@ -160,6 +162,16 @@ def _check_row(row: dict[str, Any], data_format: DataFormat, number: int) -> dic
             "prompt": _string(row, "prompt", number),
             "completion": _string(row, "completion", number),
         }
+    if data_format == "chosen_rejected":
+        return {column: _string(row, column, number) for column in ("prompt", "chosen", "rejected")}
+    if data_format == "preference":
+        given = row.get("input")
+        if not isinstance(given, dict):
+            raise UserDataError(f'line {number}: column "input" must be an object with '
+                                f'"messages", got {_kind(given)}')
+        return {"prompt": _messages(given, number, column="messages", shown="input.messages"),
+                "chosen": _messages(row, number, column="preferred_output"),
+                "rejected": _messages(row, number, column="non_preferred_output")}
     return {"messages": _messages(row, number)}
 
 
@@ -174,17 +186,19 @@ def _string(row: dict[str, Any], column: str, number: int) -> str:
     return value
 
 
-def _messages(row: dict[str, Any], number: int) -> list[dict[str, str]]:
-    if "messages" not in row:
-        raise UserDataError(f'line {number}: missing column "messages"')
-    messages = row["messages"]
+def _messages(row: dict[str, Any], number: int, *, column: str = "messages",
+              shown: str | None = None) -> list[dict[str, str]]:
+    shown = shown or column
+    if column not in row:
+        raise UserDataError(f'line {number}: missing column "{shown}"')
+    messages = row[column]
     if not isinstance(messages, list) or not messages:
         raise UserDataError(
-            f'line {number}: column "messages" must be a non-empty list, got {_kind(messages)}'
+            f'line {number}: column "{shown}" must be a non-empty list, got {_kind(messages)}'
         )
     checked: list[dict[str, str]] = []
     for index, message in enumerate(messages):
-        where = f'line {number}: column "messages", item {index}'
+        where = f'line {number}: column "{shown}", item {index}'
         if not isinstance(message, dict):
             raise UserDataError(f"{where}: expected an object, got {_kind(message)}")
         role = message.get("role")

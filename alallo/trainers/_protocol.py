@@ -68,7 +68,13 @@ class TrainerConfig(BaseModel):
     """The catalogue name the user chose, e.g. ``alallo/tiny-gpt2``."""
     training_file: str
     """A JSONL file already checked on upload."""
-    data_format: Literal["text", "messages", "prompt_completion"]
+    data_format: Literal["text", "messages", "prompt_completion", "preference",
+                         "chosen_rejected"]
+    method: Literal["supervised", "dpo"] = "supervised"
+    """``supervised`` (TRL's ``SFTTrainer``) or ``dpo`` (its ``DPOTrainer``, on preference
+    pairs)."""
+    beta: float = 0.1
+    """DPO's beta (the KL penalty's weight); unused by supervised training."""
     output_dir: str
     """Where the fine-tuned model goes (created by the trainer)."""
     checkpoint_dir: str

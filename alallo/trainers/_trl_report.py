@@ -61,6 +61,13 @@ def model_hash(directory: Path) -> str:
     return tree_hash(directory, skip=NOT_HASHED)
 
 
+DPO_FIGURES = (("rewards/accuracies", "reward accuracy"), ("rewards/margins", "reward margin"),
+               ("rewards/chosen", "rewards/chosen"), ("rewards/rejected", "rewards/rejected"))
+"""TRL's DPO metrics and the words the log gives them: how often the preferred answer out-
+scores the other, by how much, and each side's implicit reward (beta × log-ratio to the
+reference model)."""
+
+
 def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
     """A ``transformers.TrainerCallback`` that reports each step once, in order (a
     ``progress`` line, with the loss on logging steps), each checkpoint with its hash, and
@@ -100,7 +107,7 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
         ) -> None:
             if self._held == state.global_step and logs is not None and "loss" in logs:
                 self._held = None
-                self._report(state, float(logs["loss"]))
+                self._report(state, float(logs["loss"]), logs)
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self._flush(state)
@@ -116,7 +123,8 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
                 self._held = None
                 self._report(state, None)
 
-        def _report(self, state: Any, loss: float | None) -> None:
+        def _report(self, state: Any, loss: float | None,
+                    logs: dict[str, Any] | None = None) -> None:
             step = state.global_step
             if step <= self._reported:
                 return
@@ -126,6 +134,10 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
                 out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
                 if run is not None:
                     run.log({"train/loss": loss}, step=step)
+            if logs and "rewards/accuracies" in logs:  # DPO's own figures (TRL's names)
+                out(Log(text=f"Step {step}/{state.max_steps}: " + ", ".join(
+                    f"{name} {float(logs[key]):.4f}" for key, name in DPO_FIGURES
+                    if key in logs)))
 
     return _ProgressCallback()
 

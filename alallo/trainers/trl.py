@@ -177,11 +177,12 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
             # idle and several times faster when other processes share them.
             torch.set_num_threads(1)
     out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
-    if config.data_format == "messages" and not tokenizer.chat_template:
+    if config.data_format in ("messages", "preference") and not tokenizer.chat_template:
         raise _SettingsError(
             f"model {config.model_name} has no chat template, so it cannot train on "
-            'messages data: use the "text" or "prompt_completion" format'
-        )
+            f'{config.data_format} data: use the "text" or "prompt_completion" format'
+            + (' (for DPO, "prompt", "chosen" and "rejected")'
+               if config.data_format == "preference" else ""))
 
     from datasets import Dataset
 
@@ -230,10 +231,8 @@ def _build_trainer(
     bf16: bool,
 ) -> Any:
     from transformers import PrinterCallback
-    from trl.trainer.sft_config import SFTConfig
-    from trl.trainer.sft_trainer import SFTTrainer
 
-    args = SFTConfig(
+    common: dict[str, Any] = dict(
         output_dir=config.checkpoint_dir,
         max_steps=config.max_steps,
         # Under torchrun the job's batch is shared by its ranks: the same steps, each
@@ -261,20 +260,30 @@ def _build_trainer(
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,
         max_length=max_length,
-        dataset_text_field="text",
-        packing=False,
     )
     # An adapter continued from an earlier job is on the model already (with_starting_adapter).
     fresh_adapter = config.adapter == "lora" and config.init_adapter is None
     peft_config = lora_config(config, model) if fresh_adapter else None
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        callbacks=[progress_callback(out, run)],
-    )
+    callbacks = [progress_callback(out, run)]
+    trainer: Any
+    if config.method == "dpo":
+        # DPO (Rafailov et al. 2023) on preference pairs. The reference model is the
+        # starting one: under LoRA, the model with its adapter turned off (no copy); for
+        # full training, TRL keeps a frozen copy.
+        from trl.trainer.dpo_config import DPOConfig
+        from trl.trainer.dpo_trainer import DPOTrainer
+
+        trainer = DPOTrainer(model=model, args=DPOConfig(**common, beta=config.beta),
+                             train_dataset=dataset, processing_class=tokenizer,
+                             peft_config=peft_config, callbacks=callbacks)
+    else:
+        from trl.trainer.sft_config import SFTConfig
+        from trl.trainer.sft_trainer import SFTTrainer
+
+        trainer = SFTTrainer(
+            model=model, train_dataset=dataset, processing_class=tokenizer,
+            args=SFTConfig(**common, dataset_text_field="text", packing=False),
+            peft_config=peft_config, callbacks=callbacks)
     trainer.remove_callback(PrinterCallback)
     return trainer
 
