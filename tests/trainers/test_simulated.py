@@ -284,6 +284,23 @@ def test_rows_keep_only_the_format_columns(tmp_path: Path) -> None:
     assert pairs == [{"prompt": "a", "completion": "b"}]
 
 
+def test_preference_pairs_become_prompt_chosen_rejected(tmp_path: Path) -> None:
+    plain = _write(tmp_path, '{"prompt": "a", "chosen": "b", "rejected": "c", "x": 1}\n')
+    assert read_rows(plain, "chosen_rejected") == [{"prompt": "a", "chosen": "b",
+                                                    "rejected": "c"}]
+    user, good, bad = ({"role": r, "content": c} for r, c in
+                       (("user", "hi"), ("assistant", "hello"), ("assistant", "what")))
+    openai = _write(tmp_path, json.dumps({"input": {"messages": [user], "tools": []},
+                                          "preferred_output": [good],
+                                          "non_preferred_output": [bad]}) + "\n")
+    assert read_rows(openai, "preference") == [{"prompt": [user], "chosen": [good],
+                                                "rejected": [bad]}]
+    with pytest.raises(UserDataError, match='line 1: missing column "non_preferred_output"'):
+        read_rows(_write(tmp_path, json.dumps({"input": {"messages": [user]},
+                                               "preferred_output": [good]}) + "\n"),
+                  "preference")
+
+
 def test_tree_hash_ignores_location_and_skipped_files(tmp_path: Path) -> None:
     for name in ("a", "b"):
         (tmp_path / name / "sub").mkdir(parents=True)
