@@ -27,23 +27,24 @@ run: $(STAMP)
 # `make test` brings what the suite needs, one line each (tests/tools/): a Chromium
 # (ALALLO_TEST_CHROMIUM) and a PostgreSQL server (ALALLO_TEST_POSTGRES_URL: the one named
 # there, else 127.0.0.1:5432 when it answers, else a private one, stopped at the end).
-# The two passes run at once, each in two worker processes (pytest-xdist): most of a test's
-# time is spent waiting on servers and trainers, so several at a time keep 2 cores busy.
+# The two passes run at once, the SQLite one (the longer) in two worker processes
+# (pytest-xdist): most of a test's time is spent waiting on servers and trainers, so three
+# at a time keep 2 cores busy; four made the timing-bound tests (shutdown deadlines) miss.
 # Each pass prints its report when it ends, and either failing fails `make test`.
 test: $(STAMP)
 	@$(PY) tests/tools/ensure_browser.py -- $(PY) tests/tools/ensure_postgres.py -- \
 		$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
+# The tests on a real local Ray cluster (marker `ray`, one cluster for them all, in one
+# worker: `--dist loadgroup`) run in this pass only; their stores are SQLite files.
 test-sqlite: $(STAMP)
 	mkdir -p $(TEST_TMP)
-	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite -m "not ray" -n 2
+	$(PY) -m pytest --basetemp=$(TEST_TMP)/sqlite -n 2 --dist loadgroup
 
-# The tests on a real local Ray cluster (marker `ray`, one cluster for them all) run in this
-# pass, the shorter one; their stores are SQLite files of their own.
 test-postgres: $(STAMP)
 	mkdir -p $(TEST_TMP)
 	ALALLO_TEST_DATABASE=postgres $(PY) -m pytest --basetemp=$(TEST_TMP)/postgres \
-		-m "(not unit and not any_backend) or ray" -n 2 --dist loadgroup
+		-m "not unit and not any_backend and not ray"
 
 # What runs without a store or Chromium and trains nothing: a minute, for the edit-test loop.
 test-quick: $(STAMP)

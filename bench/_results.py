@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_rows", "print_table", "row"]
+__all__ = ["append_rows", "print_table", "report", "row"]
 
 
 def row(name: str, value: float, unit: str, baseline: float | None, target: float | None,
@@ -43,3 +43,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{fmt(r['baseline'], ',.4g'):>12} {fmt(r['ratio'], '.2f'):>7} "
               f"{fmt(r['target'], '.2f'):>7}  "
               f"{'-' if r['met'] is None else ('yes' if r['met'] else 'NO')}")
+
+
+def report(rows: list[dict[str, Any]], json_path: Path | None) -> int:
+    """Print each row on a line, append them to ``json_path`` (when given), and return the
+    script's exit status: 1 when a figure missed its target, else 0."""
+    for r in rows:
+        print(f"{r['name']}: {r['value']:.3f} {r['unit']}, baseline {r['baseline']}, "
+              f"ratio {r['ratio']} (target {r['target']}), met: {r['met']}")
+    if json_path:
+        append_rows(json_path, rows)
+    return 0 if all(r["met"] is not False for r in rows) else 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _results import append_rows, row
+from _results import report, row
 from _server import BenchServer
 
 PROMPT = "Once upon a time"
@@ -115,12 +115,7 @@ def main() -> int:
         row("inference: first token (vs transformers generate)", first * 1000, "ms",
             base_first * 1000, None),
     ]
-    for r in result:
-        print(f"{r['name']}: {r['value']:.3f} {r['unit']}, baseline {r['baseline']}, "
-              f"ratio {r['ratio']} (target {r['target']}), met: {r['met']}")
-    if args.json:
-        append_rows(args.json, result)
-    return 0 if all(r["met"] is not False for r in result) else 1
+    return report(result, args.json)
 
 
 if __name__ == "__main__":

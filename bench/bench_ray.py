@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from _results import append_rows, row
+from _results import report, row
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -148,12 +148,7 @@ def main() -> int:
         times = trio.run(ray_vs_local, cluster, 1 if args.quick else 3, Path(scratch))
         lost = trio.run(node_lost, cluster, Path(scratch))
     result = rows(times, lost)
-    for r in result:
-        print(f"{r['name']}: {r['value']:.3f} {r['unit']}, baseline {r['baseline']}, "
-              f"ratio {r['ratio']} (target {r['target']}), met: {r['met']}")
-    if args.json:
-        append_rows(args.json, result)
-    return 0 if all(r["met"] is not False for r in result) else 1
+    return report(result, args.json)
 
 
 if __name__ == "__main__":

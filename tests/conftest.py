@@ -12,9 +12,10 @@ Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
 - ``integration``: everything else (a runtime or a server on the test backend); added here to
   every test not marked otherwise, so a new test runs on both backends unless it says why not.
 - ``browser``: drives Chromium (added here to every test using the ``browser`` fixture).
-- ``ray``: uses the real local Ray cluster (the session fixture ``ray_cluster``; runs in the
-  PostgreSQL pass, ``tests/ray_cluster.py``; added here to every test using it, with the
-  ``xdist_group`` that keeps them in one pytest-xdist worker, so one cluster serves them).
+- ``ray``: uses the real local Ray cluster (the session fixture ``ray_cluster``,
+  ``tests/ray_cluster.py``; its stores are SQLite files of its own, so it runs in the SQLite
+  pass only); added here to every test using it, with the ``xdist_group`` that keeps them in
+  one pytest-xdist worker, so that one cluster serves them all.
 - ``slow``: real training or thousands of streams; ``make test-quick`` leaves them out.
 """
 

@@ -77,7 +77,7 @@ class FileObject(TypedDict):
     """Unix seconds."""
     line_count: int
     """Examples (JSONL lines) in the file."""
-    format: Literal["text", "messages", "prompt_completion"]
+    format: Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
     status: Literal["processed", "error"]
     status_details: str | None
 

@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 import trio
-
 from support import EXAMPLES, LiveServer, read_stream, upload, wait_for_job
+
+pytestmark = pytest.mark.any_backend  # the scheduler is the subject, not the store
 
 Factory = Callable[..., LiveServer]
 FLEET = json.dumps([{"name": "gpu-1", "device": "H100-80GB", "count": 2, "simulated": True}])

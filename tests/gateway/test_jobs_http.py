@@ -104,7 +104,9 @@ async def test_cancel_running_job_stops_the_trainer(client: httpx.AsyncClient,
     items = await read_stream(client, job["id"])
     assert items[-1][2]["status"] == "cancelled"
     types = [data["type"] for kind, _, data in items if kind == "event"]
-    assert types[-2:] == ["CANCEL_REQUESTED", "JOB_STOPPED"]
+    after = types[types.index("CANCEL_REQUESTED") + 1:]
+    # The trainer may save a checkpoint while it is being stopped; nothing else comes.
+    assert after[-1] == "JOB_STOPPED" and set(after[:-1]) <= {"CHECKPOINT_SAVE"}, types
     assert trainer_pids(job["id"]) == []
 
     again = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
