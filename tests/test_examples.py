@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import EXAMPLES, LiveServer
 
 from alallo import Client
-from support import EXAMPLES, LiveServer
+
+pytestmark = pytest.mark.any_backend  # the example programs are the subject
 
 
 def run(script: str, *args: str, server: LiveServer | None = None) -> str:

@@ -185,7 +185,14 @@ class Job(BaseModel):
             "learning_rate": hp.learning_rate or ((1e-4 if full else 1e-3)
                                                   * (hp.learning_rate_multiplier or 1.0)),
             "lora_rank": None if full else (hp.lora_rank or 8),
-        } | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {})
+            "warmup_ratio": hp.warmup_ratio or 0.0,
+            "weight_decay": hp.weight_decay or 0.0,
+            "logging_steps": hp.logging_steps or 10,
+        } | ({} if full else {
+            "lora_alpha": hp.lora_alpha or 2 * (hp.lora_rank or 8),
+            "lora_dropout": hp.lora_dropout or 0.0,
+            "lora_target_modules": hp.lora_target_modules,  # None: peft's choice
+        }) | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {})
 
 
 class Event(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,6 +35,8 @@ __all__ = [
 MAX_EPOCHS = 100
 MAX_BATCH_SIZE = 1024
 MAX_LORA_RANK = 1024
+LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+"""The hyperparameters of a LoRA adapter: refused for full fine-tuning."""
 
 
 class Hyperparameters(BaseModel):
@@ -52,8 +55,24 @@ class Hyperparameters(BaseModel):
     learning_rate_multiplier: float | None = Field(default=None, gt=0, le=100)
     """OpenAI's way to set it: the default learning rate times this (``"auto"``: 1);
     not together with ``learning_rate``."""
-    lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK)
-    """Rank of the LoRA matrices; default 8."""
+    lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK,
+                                  validation_alias=AliasChoices("lora_rank", "lora_r"))
+    """Rank of the LoRA matrices (``lora_r`` too, as Together names it); default 8."""
+    lora_alpha: int | None = Field(default=None, ge=1, le=4 * MAX_LORA_RANK)
+    """LoRA's scale numerator (the update is scaled by alpha / rank); default twice the
+    rank."""
+    lora_dropout: float | None = Field(default=None, ge=0, lt=1)
+    """Dropout on the LoRA path; default 0."""
+    lora_target_modules: list[str] | Literal["all-linear"] | None = Field(
+        default=None, min_length=1)
+    """The modules LoRA adapts, by name (``["q_proj", "v_proj"]``) or ``"all-linear"``;
+    default: those peft knows for the architecture, else every linear layer."""
+    warmup_ratio: float | None = Field(default=None, ge=0, lt=1)
+    """The share of the steps over which the learning rate climbs to its peak; default 0."""
+    weight_decay: float | None = Field(default=None, ge=0, le=1)
+    """AdamW's weight decay; default 0."""
+    logging_steps: int | None = Field(default=None, ge=1, le=100_000)
+    """Log the loss every this many steps (and at the last); default 10, as the seeds do."""
     beta: float | None = Field(default=None, gt=0, le=10)
     """DPO only: how far the trained model may move from the reference model (the KL
     penalty's weight, Rafailov et al. 2023); default 0.1, as TRL's."""
@@ -209,10 +228,17 @@ class JobSpec(BaseModel):
 
     @field_validator("hyperparameters")
     @classmethod
-    def _beta_is_dpos(cls, value: Hyperparameters, info: ValidationInfo) -> Hyperparameters:
+    def _hyperparameters_fit(cls, value: Hyperparameters,
+                             info: ValidationInfo) -> Hyperparameters:
         if value.beta is not None and info.data.get("method", "supervised") != "dpo":
             raise PydanticCustomError(
                 "beta_without_dpo", "beta applies to method dpo only, not supervised")
+        if info.data.get("adapter") == "full":
+            given = [name for name in LORA_ONLY if getattr(value, name) is not None]
+            if given:
+                raise PydanticCustomError(
+                    "lora_without_lora", "{name} applies to adapter lora only, not full",
+                    {"name": given[0]})
         return value
 
     @field_validator("precision")

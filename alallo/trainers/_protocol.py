@@ -94,6 +94,13 @@ class TrainerConfig(BaseModel):
     batch_size: int = Field(default=4, gt=0)
     learning_rate: float = Field(default=1e-3, gt=0)
     lora_rank: int = Field(default=8, gt=0)
+    lora_alpha: int | None = Field(default=None, gt=0)
+    """LoRA's alpha; None: twice the rank."""
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1)
+    lora_target_modules: list[str] | str | None = None
+    """Module names or ``"all-linear"``; None: peft's known modules for the architecture."""
+    warmup_ratio: float = Field(default=0.0, ge=0, lt=1)
+    weight_decay: float = Field(default=0.0, ge=0)
     max_seq_length: int = Field(default=128, gt=0)
     seed: int = 0
     logging_steps: int = Field(default=10, gt=0)

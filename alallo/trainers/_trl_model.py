@@ -134,19 +134,21 @@ def bnb_config(*, bf16: bool) -> Any:
 
 
 def lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:
-    """A LoRA adapter of rank ``config.lora_rank`` (alpha twice the rank, no dropout) on the
-    modules peft knows for the architecture, else on every linear layer."""
+    """A LoRA adapter of rank ``config.lora_rank``, with the job's alpha (default twice the
+    rank) and dropout (default none), on the job's target modules, else on those peft knows
+    for the architecture, else on every linear layer."""
     from peft import LoraConfig
     from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as KNOWN
 
     model_type = getattr(model.config, "model_type", None)
     # None lets peft pick its known modules for the architecture; GPT-2's
     # c_attn is a Conv1D, whose weight is stored transposed (fan_in_fan_out).
-    targets: list[str] | str | None = None if model_type in KNOWN else "all-linear"
+    targets: list[str] | str | None = config.lora_target_modules or (
+        None if model_type in KNOWN else "all-linear")
     return LoraConfig(
         r=config.lora_rank,
-        lora_alpha=2 * config.lora_rank,
-        lora_dropout=0.0,
+        lora_alpha=config.lora_alpha or 2 * config.lora_rank,
+        lora_dropout=config.lora_dropout,
         target_modules=targets,
         fan_in_fan_out=model_type == "gpt2",
         task_type="CAUSAL_LM",

@@ -66,6 +66,7 @@ from ._trl_model import (
     load_model,
     lora_config,
     quiet_libraries,
+    shortened,
     with_starting_adapter,
 )
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
@@ -240,6 +241,8 @@ def _build_trainer(
         per_device_train_batch_size=max(1, config.batch_size // world_size()),
         gradient_accumulation_steps=1,
         learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a ratio
+        weight_decay=config.weight_decay,
         logging_strategy="steps",
         logging_steps=config.logging_steps,
         save_strategy="steps",
@@ -265,7 +268,20 @@ def _build_trainer(
     fresh_adapter = config.adapter == "lora" and config.init_adapter is None
     peft_config = lora_config(config, model) if fresh_adapter else None
     callbacks = [progress_callback(out, run)]
-    trainer: Any
+    try:
+        trainer = _trainer(config, model, tokenizer, dataset, common, peft_config, callbacks)
+    except ValueError as exc:  # peft: "Target modules {...} not found in the base model"
+        if config.lora_target_modules and "target modules" in str(exc).lower():
+            raise _SettingsError(f"lora_target_modules {config.lora_target_modules}: "
+                                 f"{shortened(str(exc))}") from exc
+        raise
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _trainer(config: TrainerConfig, model: Any, tokenizer: Any, dataset: Any,
+             common: dict[str, Any], peft_config: Any, callbacks: list[Any]) -> Any:
+    """TRL's trainer for the job's method: ``DPOTrainer`` or ``SFTTrainer``."""
     if config.method == "dpo":
         # DPO (Rafailov et al. 2023) on preference pairs. The reference model is the
         # starting one: under LoRA, the model with its adapter turned off (no copy); for
@@ -273,19 +289,16 @@ def _build_trainer(
         from trl.trainer.dpo_config import DPOConfig
         from trl.trainer.dpo_trainer import DPOTrainer
 
-        trainer = DPOTrainer(model=model, args=DPOConfig(**common, beta=config.beta),
-                             train_dataset=dataset, processing_class=tokenizer,
-                             peft_config=peft_config, callbacks=callbacks)
-    else:
-        from trl.trainer.sft_config import SFTConfig
-        from trl.trainer.sft_trainer import SFTTrainer
+        return DPOTrainer(model=model, args=DPOConfig(**common, beta=config.beta),
+                          train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=peft_config, callbacks=callbacks)
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
 
-        trainer = SFTTrainer(
-            model=model, train_dataset=dataset, processing_class=tokenizer,
-            args=SFTConfig(**common, dataset_text_field="text", packing=False),
-            peft_config=peft_config, callbacks=callbacks)
-    trainer.remove_callback(PrinterCallback)
-    return trainer
+    return SFTTrainer(
+        model=model, train_dataset=dataset, processing_class=tokenizer,
+        args=SFTConfig(**common, dataset_text_field="text", packing=False),
+        peft_config=peft_config, callbacks=callbacks)
 
 
 if __name__ == "__main__":

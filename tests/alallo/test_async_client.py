@@ -23,6 +23,8 @@ import alallo.client._stream
 from alallo import AsyncClient
 from alallo.client import ApiError, ClientError, StreamItem
 
+pytestmark = pytest.mark.any_backend  # the client is the subject
+
 Handler = Callable[[httpx.Request], httpx.Response]
 JobFactory = Callable[..., dict[str, Any]]
 SseBody = Callable[..., bytes]

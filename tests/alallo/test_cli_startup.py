@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from alallo.cli import app
 
+pytestmark = pytest.mark.any_backend  # the CLI's import time is the subject
+
 # Not trio: httpcore (under httpx, the client's) imports it whenever it is installed.
 SERVER_SIDE = ("gateway", "sqlalchemy", "torch", "starlette", "psycopg", "structlog",
                "alallo.runtime._runtime", "alallo.store._store", "alallo.jobs._lifecycle")

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import LiveServer
 
 from alallo import Runtime, Settings
 from gateway import build_app
-from support import LiveServer
+
+pytestmark = pytest.mark.any_backend  # CORS headers are the gateway's
 
 ELSEWHERE = "http://elsewhere.example"
 

@@ -12,13 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
+from browser import TIMEOUT_MS
 from playwright.sync_api import Browser, Page, expect
+from support import EXAMPLES, LiveServer
+from test_tenants import new_account
 
 from alallo._money import format_money
-from browser import TIMEOUT_MS
-from support import EXAMPLES, LiveServer
 
-from test_tenants import new_account
+pytestmark = pytest.mark.any_backend  # the page in a browser is the subject
 
 def sign_in_link(api: httpx.Client) -> str:
     response = api.post("/v1/dashboard/links")

@@ -11,11 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+from browser import TIMEOUT_MS
 from playwright.sync_api import Browser, BrowserContext, Page, Response, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-from browser import TIMEOUT_MS
 from support import EXAMPLES, LiveServer
+
+pytestmark = pytest.mark.any_backend  # the page in a browser is the subject
 
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:

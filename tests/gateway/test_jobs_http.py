@@ -271,3 +271,30 @@ async def test_a_training_file_line_nested_too_deep_is_refused_with_422(
     assert response.json()["error"] == {
         "code": "invalid_file", "param": "file",
         "message": "line 2: nested deeper than 64 levels of arrays and objects"}
+
+
+async def test_training_settings_are_taken_and_shown_or_refused_naming_the_field(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    spec = {"model": "alallo/tiny-gpt2", "training_file": file_id, "trainer": "simulated"}
+    created = await client.post("/v1/fine_tuning/jobs", json=spec | {"hyperparameters": {
+        "max_steps": 2, "lora_r": 16, "lora_alpha": 8, "lora_dropout": 0.1,
+        "lora_target_modules": ["c_attn"], "warmup_ratio": 0.1, "weight_decay": 0.01,
+        "logging_steps": 1}})
+    assert created.status_code == 200, created.text
+    shown = created.json()["hyperparameters"]
+    assert shown | {"lora_rank": 16, "lora_alpha": 8, "lora_dropout": 0.1,
+                    "lora_target_modules": ["c_attn"], "warmup_ratio": 0.1,
+                    "weight_decay": 0.01, "logging_steps": 1} == shown
+    defaults = (await client.post("/v1/fine_tuning/jobs", json=spec)).json()["hyperparameters"]
+    assert (defaults["lora_alpha"], defaults["lora_dropout"], defaults["logging_steps"]) == (
+        16, 0.0, 10), "alpha twice the rank; the loss every 10 steps, as the seeds have it"
+    for hyper, adapter, param in (({"warmup_ratio": 1.0}, "lora", "hyperparameters.warmup_ratio"),
+                                  ({"lora_dropout": -0.1}, "lora", "hyperparameters.lora_dropout"),
+                                  ({"lora_target_modules": []}, "lora",
+                                   "hyperparameters.lora_target_modules"),
+                                  ({"logging_steps": 0}, "lora", "hyperparameters.logging_steps"),
+                                  ({"lora_alpha": 32}, "full", "hyperparameters")):
+        refused = await client.post("/v1/fine_tuning/jobs", json=spec | {
+            "adapter": adapter, "hyperparameters": hyper})
+        assert refused.status_code == 422, (hyper, refused.text)
+        assert refused.json()["error"]["param"] == param, (hyper, refused.json())

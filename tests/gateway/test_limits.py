@@ -10,9 +10,11 @@ import httpx
 import pytest
 import trio
 from httpx_ws import WebSocketDisconnect, WebSocketSession, aconnect_ws
+from support import EXAMPLES, LiveServer, start_server, stop_server
 
 from gateway._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES
-from support import EXAMPLES, LiveServer, start_server, stop_server
+
+pytestmark = pytest.mark.any_backend  # request size limits are the gateway's, not the store's
 
 UPLOAD_LIMIT = 4096
 

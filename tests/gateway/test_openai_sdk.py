@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
-
 from support import EXAMPLES, LiveServer
+
+pytestmark = pytest.mark.any_backend  # the openai SDK's reading of the answers is the subject
 
 
 @pytest.fixture

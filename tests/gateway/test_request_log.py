@@ -9,12 +9,15 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 import structlog
+from support import EXAMPLES
 
 from alallo import Runtime, Settings
 from alallo.runtime._logging import configure_logging
 from gateway import build_app
-from support import EXAMPLES
+
+pytestmark = pytest.mark.any_backend  # the request log lines are the subject
 
 UNKNOWN = "ft-" + "0" * 24
 

@@ -24,9 +24,10 @@ from typing import Any
 import httpx
 import pytest
 import trio
-
 from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
 from test_tenants import new_account, operator
+
+pytestmark = pytest.mark.any_backend  # what a trainer process can reach is the subject
 
 Factory = Callable[..., LiveServer]
 

@@ -118,6 +118,11 @@ def runs(
                                      prompt_completion_file, data_format="prompt_completion",
                                      **short),
         "4-bit": _config(root / "4bit", tiny_model, text_file, precision="4-bit"),
+        "tuned": _config(root / "tuned", tiny_model, text_file, lora_rank=4, lora_alpha=16,
+                         lora_dropout=0.05, lora_target_modules=["c_attn"], warmup_ratio=0.25,
+                         weight_decay=0.01, **short),
+        "bad_targets": _config(root / "bad-targets", tiny_model, text_file,
+                               lora_target_modules=["no_such_module"], **short),
         # The user's own model (an absolute path) whose config.json is "{}".
         "users_model": _config(root / "users", _broken_model(root / "users-model"), text_file,
                                model_name=str(root / "users-model")),
@@ -230,6 +235,25 @@ def test_four_bit_without_a_gpu_is_a_user_error(runs: dict[str, _Started]) -> No
     assert isinstance(error, Error)
     assert error.kind == "user"
     assert "4-bit" in error.message and "GPU" in error.message
+
+
+def test_the_jobs_lora_settings_make_the_adapter(runs: dict[str, _Started]) -> None:
+    config, run = runs["tuned"].config, runs["tuned"].result()
+    assert run.returncode == 0, run.messages[-3:]
+    adapter = json.loads((Path(config.output_dir) / "adapter_config.json").read_text())
+    assert (adapter["r"], adapter["lora_alpha"], adapter["lora_dropout"]) == (4, 16, 0.05)
+    assert adapter["target_modules"] == ["c_attn"]
+    logged = [m.text for m in run.of(Log) if m.text.startswith("Step ")]
+    assert [line.split(":")[0] for line in logged] == ["Step 2/4", "Step 4/4"]
+
+
+def test_lora_target_modules_the_model_lacks_are_a_user_error(
+        runs: dict[str, _Started]) -> None:
+    run = runs["bad_targets"].result()
+    assert run.returncode == 1
+    error = run.messages[-1]
+    assert isinstance(error, Error) and error.kind == "user"
+    assert error.message.startswith("lora_target_modules ['no_such_module']: ")
 
 
 def test_a_users_model_that_does_not_load_is_a_user_error(runs: dict[str, _Started]) -> None:
