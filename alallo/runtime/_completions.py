@@ -253,6 +253,9 @@ class Completions:
             raise NotFound(f"no model {name!r}", param="model") from None
         if not model.weights_here:
             raise InvalidRequest(f"model {name} has no weights on this server", param="model")
+        if model.on_hub:  # found on the hub, not downloaded yet
+            raise InvalidRequest(f"{name} is not in this server's Hugging Face cache yet (a job "
+                                 "that trains it downloads it)", param="model")
         path = model.local_path or self._settings.models_dir.resolve() / name.replace("/", "--")
         return ModelFiles(path, tiny=name == TINY_GPT2)
 

@@ -53,6 +53,14 @@ async def test_a_hub_model_is_downloaded_when_its_job_starts(
             assert refused.json()["error"]["param"] == "model"
             assert refused.json()["error"]["message"].startswith(words)
 
+        estimate = await client.post("/v1/fine_tuning/estimates", json={
+            "model": "acme/gated", "training_file": file_id})
+        assert estimate.status_code == 200, estimate.text
+        chat = {"model": "acme/gated", "prompt": "Hi", "max_tokens": 2}
+        early = await client.post("/v1/completions", json=chat)
+        assert early.status_code == 422 and "not in this server's Hugging Face cache yet" in (
+            early.json()["error"]["message"])
+
         created = await client.post("/v1/fine_tuning/jobs", json={
             "model": "acme/gated", "training_file": file_id,
             "hyperparameters": {"max_steps": 4, "batch_size": 2}})
@@ -69,6 +77,8 @@ async def test_a_hub_model_is_downloaded_when_its_job_starts(
         events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
                                    params={"limit": 100})).json()["data"]
         assert "MODEL_DOWNLOAD_COMPLETE" in [e["type"] for e in events]
+        answer = await client.post("/v1/completions", json=chat)  # downloaded: it answers
+        assert answer.status_code == 200, answer.text
     snapshot = home / "hub" / "models--acme--gated" / "snapshots" / commit
     assert (snapshot / "config.json").is_file(), "in the server's Hugging Face cache"
     listed = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models",
