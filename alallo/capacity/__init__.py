@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from ._catalogue import TINY_GPT2 as TINY_GPT2
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
-    from ._hub import find_on_hub as find_on_hub
-    from ._hub import hub_reachable as hub_reachable
     from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
     from ._hardware import Gpu as Gpu
     from ._hardware import declared_problem as declared_problem
     from ._hardware import detect_gpus as detect_gpus
     from ._hardware import local_node as local_node
+    from ._hub import find_on_hub as find_on_hub
+    from ._hub import hub_reachable as hub_reachable
     from ._plans import PlanOptions as PlanOptions
     from ._plans import plan_options as plan_options
     from ._plans import tokens_per_example as tokens_per_example

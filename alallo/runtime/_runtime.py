@@ -40,8 +40,8 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._devices import open_executor, open_pool
 from ._completions import Completions
+from ._devices import open_executor, open_pool
 from ._fine_tuned import FineTunedModels
 from ._inference import InferenceWorkers
 from ._job_actors import JobActors
