@@ -80,8 +80,10 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
         raise InvalidRequest(f"{repo!r} has no config.json: not a transformers model",
                              param="model") from None
     except (HfHubHTTPError, httpx2.HTTPError, OSError, ValueError) as exc:
-        raise Unavailable(f"the Hugging Face hub cannot tell about {repo!r} now: "
-                          f"{type(exc).__name__}: {exc}") from None
+        raise Unavailable(
+            f"{repo!r} is not in this server's Hugging Face cache, and the hub cannot tell "
+            f"about it now ({type(exc).__name__}: {exc}): try again; a server without the "
+            "internet reads its cache alone with HF_HUB_OFFLINE=1", param="model") from None
     parameters = info.safetensors.total if info.safetensors is not None else 0
     return CatalogueModel(id=name, parameters=parameters, context_length=context,
                           revision=sha, on_hub=True)

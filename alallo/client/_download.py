@@ -43,10 +43,10 @@ class ModelDownload:
 
     @classmethod
     def into(cls, model: str, directory: str | os.PathLike[str], merged: bool) -> ModelDownload:
-        """Plan the download of ``model`` into ``directory`` (created when missing)."""
+        """Plan the download of ``model`` into ``directory`` (made when the server answers
+        with the archive)."""
         fmt = "merged" if merged else "adapter"
         target = Path(directory) / f"ft-{model.rsplit(':', 1)[-1]}-{fmt}.tar.gz"
-        target.parent.mkdir(parents=True, exist_ok=True)
         return cls(model, target, target.with_name(target.name + ".partial"), fmt)
 
     @property
@@ -88,6 +88,7 @@ class ModelDownload:
         start = self.opened(response)
         if start is not None:
             done, total = start
+            self.target.parent.mkdir(parents=True, exist_ok=True)  # only for an answer
             with self.partial.open("ab" if done else "wb") as out:
                 for chunk in response.iter_bytes(CHUNK_BYTES):
                     out.write(chunk)
@@ -103,6 +104,7 @@ class ModelDownload:
         start = self.opened(response)
         if start is not None:
             done, total = start
+            self.target.parent.mkdir(parents=True, exist_ok=True)  # only for an answer
             async with await anyio.open_file(self.partial, "ab" if done else "wb") as out:
                 async for chunk in response.aiter_bytes(CHUNK_BYTES):
                     await out.write(chunk)

@@ -217,6 +217,12 @@ class JobSpec(BaseModel):
         data = dict(data)
         method = data.pop("method")
         kind = method.get("type", "supervised")
+        stray = sorted(set(method) - {"type", kind})
+        if stray:  # e.g. {"type": "dpo", "supervised": {...}}: its settings would be lost
+            raise PydanticCustomError(
+                "method_mismatch", "method.{key} does not go with method type '{kind}': "
+                "give the settings under method.{kind}",
+                {"key": stray[0], "kind": kind})
         data["method"] = kind
         nested = method.get(kind) or {}
         if isinstance(nested, dict) and isinstance(nested.get("hyperparameters"), dict):

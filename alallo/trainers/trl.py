@@ -169,7 +169,8 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     quiet_libraries()
     model, tokenizer = load_model(config, bf16=bf16)
     if config.init_adapter is not None:
-        out(Log(text="Starting from the adapter of an earlier job"))
+        out(Log(text=f"Starting from the adapter at {config.init_adapter}"
+                     + (", merged into the model" if config.adapter == "full" else "")))
         model = with_starting_adapter(config, model)
     if not cuda and "OMP_NUM_THREADS" not in os.environ:
         if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:

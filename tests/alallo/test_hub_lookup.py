@@ -64,5 +64,7 @@ def test_what_cannot_be_had_is_said(hub: str, name: str, token: str | None, word
 def test_a_hub_that_does_not_answer_is_unavailable(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     patch_hub_client(monkeypatch, "http://127.0.0.1:9", tmp_path / "hf")  # nothing listens
-    with pytest.raises(Unavailable, match="the Hugging Face hub cannot tell about 'acme/x'"):
+    with pytest.raises(Unavailable, match="'acme/x' is not in this server's Hugging Face "
+                                          "cache, and the hub cannot tell about it now") as e:
         find_on_hub("acme/x", None)
+    assert e.value.param == "model" and "HF_HUB_OFFLINE=1" in e.value.message

@@ -71,6 +71,12 @@ async def test_a_file_given_to_the_other_method_is_refused_saying_so(
                                             "training_file": examples, "method": "dpo"})
         assert dpo.status_code == 422 and dpo.json()["error"]["param"] == "training_file"
         assert dpo.json()["error"]["message"].startswith("method dpo trains on preference pairs")
+    mismatched = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": pairs,
+        "method": {"type": "dpo", "supervised": {"hyperparameters": {"n_epochs": 1}}}})
+    assert mismatched.status_code == 422, mismatched.text
+    assert mismatched.json()["error"]["message"].startswith(
+        "method.supervised does not go with method type 'dpo'")
     beta = await client.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": examples,
         "hyperparameters": {"beta": 0.1}})
