@@ -70,8 +70,12 @@ class _Worker:
     lines: BufferedByteReceiveStream | None = None
 
     async def send(self, message: dict[str, Any]) -> None:
+        """Write one line to the worker. Raises Unavailable when it has stopped."""
         assert self.process is not None and self.process.stdin is not None
-        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+        try:
+            await self.process.stdin.send((json.dumps(message) + "\n").encode())
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise Unavailable("the model's worker stopped; ask again") from exc
 
     async def receive(self) -> dict[str, Any]:
         """The worker's next line. Raises Unavailable when it has stopped."""
@@ -145,52 +149,38 @@ class InferenceWorkers:
 
     async def _serve(self, files: ModelFiles, request: dict[str, Any],
                      send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
+        """Run ``request`` on its model's worker, in turn, forwarding each answer to ``send``;
+        a caller gone part way (a closed channel) cancels it in the worker."""
         async with send:
             try:
-                async with self._generate(files, request) as answers:
-                    async for message in answers:
-                        await send.send(message)
-            except (InvalidRequest, Unavailable) as exc:
+                worker = await self._worker(files)
+            except Unavailable as exc:
                 with contextlib.suppress(trio.BrokenResourceError):
                     await send.send(exc)
-            except trio.BrokenResourceError:
-                pass  # the caller went away: the request was cancelled in the worker
-
-    @asynccontextmanager
-    async def _generate(self, files: ModelFiles, request: dict[str, Any],
-                        ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        worker = await self._worker(files)
-        async with worker.lock:
-            worker.last_used = trio.current_time()
-            await worker.send(request)
-            finished = False
-
-            async def answers() -> AsyncIterator[dict[str, Any]]:
-                nonlocal finished
-                while True:
-                    try:
-                        message = await worker.receive()
-                    except Unavailable:
-                        finished = True
-                        self._let_go(worker)
-                        raise
-                    if message.get("id") != request["id"]:
-                        continue
-                    if "error" in message:
-                        finished = True
-                        raise InvalidRequest(message["error"], param=message.get("param"))
-                    if "done" in message:
-                        finished = True
-                    yield message
-                    if finished:
-                        return
-
-            try:
-                yield answers()
-            finally:
-                if not finished:
-                    await self._cancel(worker, request["id"])
+                return
+            async with worker.lock:
                 worker.last_used = trio.current_time()
+                finished = False
+                try:
+                    await worker.send(request)
+                    while not finished:
+                        message = await worker.receive()
+                        if message.get("id") != request["id"]:
+                            continue
+                        finished = "done" in message or "error" in message
+                        await send.send(message if "error" not in message else InvalidRequest(
+                            message["error"], param=message.get("param")))
+                except Unavailable as exc:  # the worker stopped
+                    finished = True
+                    self._let_go(worker)
+                    with contextlib.suppress(trio.BrokenResourceError):
+                        await send.send(exc)
+                except trio.BrokenResourceError:
+                    pass  # the caller went away: cancelled below
+                finally:
+                    if not finished:
+                        await self._cancel(worker, request["id"])
+                    worker.last_used = trio.current_time()
 
     async def _cancel(self, worker: _Worker, request_id: str) -> None:
         with trio.move_on_after(CANCEL_GRACE_S, shield=True):
@@ -201,7 +191,7 @@ class InferenceWorkers:
                     if message.get("id") == request_id and ("done" in message
                                                             or "error" in message):
                         return
-            except (Unavailable, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except Unavailable:
                 pass
         self._let_go(worker)  # no answer in time, or gone: the next request starts it anew
 
