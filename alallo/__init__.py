@@ -58,8 +58,10 @@ if TYPE_CHECKING:
     from .api import JobEvent as JobEvent
     from .api import JobEventList as JobEventList
     from .api import JobList as JobList
+    from .api import JobMetrics as JobMetrics
     from .api import LatestCheckpoint as LatestCheckpoint
     from .api import LogPage as LogPage
+    from .api import MetricsList as MetricsList
     from .api import Model as Model
     from .api import ModelDeleted as ModelDeleted
     from .api import ModelList as ModelList
@@ -125,11 +127,13 @@ _ORIGINS = {
     "JobEvent": ".api",
     "JobEventList": ".api",
     "JobList": ".api",
+    "JobMetrics": ".api",
     "JobSpec": ".jobs",
     "JobStatus": "._status",
     "LatestCheckpoint": ".api",
     "LogLine": ".jobs",
     "LogPage": ".api",
+    "MetricsList": ".api",
     "Message": "._status",
     "Model": ".api",
     "ModelList": ".api",
@@ -185,6 +189,7 @@ __all__ = [
     "JobEvent",
     "JobEventList",
     "JobList",
+    "JobMetrics",
     "JobSpec",
     "JobStatus",
     "LOCAL_ACCOUNT",
@@ -192,6 +197,7 @@ __all__ = [
     "LogLine",
     "LogPage",
     "Message",
+    "MetricsList",
     "Model",
     "ModelDeleted",
     "ModelList",

@@ -1,4 +1,5 @@
-"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, checkpoints, log; ``/v1/models``."""
+"""``/v1/fine_tuning/jobs``: create, list, get, cancel, events, checkpoints, log, metrics;
+``/v1/capacity``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ._errors import Forbidden
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
-    "job_checkpoints", "job_events", "job_log", "list_jobs", "list_trainers",
+    "job_checkpoints", "job_events", "job_log", "job_metrics", "list_jobs", "list_trainers",
     "undrain_node",
 ]
 
@@ -104,6 +105,18 @@ async def job_log(request: Request) -> JSONResponse:
         account, request.path_params["job_id"], after=after, limit=limit, attempt=attempt)
     data = [views.log_line_view(line) for line in lines]
     return JSONResponse({"object": "list", "data": data, "lines": data, "has_more": more})
+
+
+async def job_metrics(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/metrics?after=&limit=``: the metrics series, one
+    row per step past ``after`` (a step), in step order."""
+    account = await account_of(request)
+    after = query_int(request, "after", 0, high=2**62)
+    limit = query_int(request, "limit", 1000, low=1, high=10_000)
+    rows = await runtime_of(request).list_metrics(account, request.path_params["job_id"],
+                                                  after=after)
+    return JSONResponse(views.page([views.metrics_row_view(r) for r in rows[:limit]],
+                                   len(rows) > limit))
 
 
 async def capacity(request: Request) -> JSONResponse:

@@ -2,7 +2,7 @@
 
 The client sends ``{"subscribe": ["ft-…", ...] | "*", "after": {"ft-…": seq, "*": position}}``
 (more than one such message adds subscriptions). The server sends JSON
-text frames ``{"stream": "job"|"event"|"log", "seq", "data", "subscription"}``:
+text frames ``{"stream": "job"|"event"|"log"|"metrics", "seq", "data", "subscription"}``:
 for a job, exactly the items of its SSE stream, with the job's sequence
 numbers; for ``"*"``, the account stream's ``job`` items, whose ``seq`` is the
 feed position. ``subscription`` is the job id or ``"*"`` the frame belongs to

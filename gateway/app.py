@@ -67,6 +67,7 @@ ROUTES = [
     Route("/v1/fine_tuning/jobs/{job_id}/checkpoints", _jobs.job_checkpoints,
           methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/log", _jobs.job_log, methods=["GET"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/metrics", _jobs.job_metrics, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/stream", job_stream, methods=["GET"]),
     WebSocketRoute("/v1/ws", websocket_stream),
 ]

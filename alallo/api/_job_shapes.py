@@ -133,6 +133,11 @@ class FineTuningJob(TypedDict):
     model_revision: str | None
     """For a Hugging Face hub model: the commit hash of the weights it trains (resolved when
     the job was created, from the server's cache); None for other models."""
+    result_files: list[str]
+    """Files the job made (``GET /v1/files/{id}/content``): its metrics CSV once it
+    succeeded; empty before."""
+    early_stopping: dict[str, Any] | None
+    """As given: ``{"patience", "min_delta"}``; None when not asked for."""
     error: JobError | None
     """Why the job failed; None unless it did."""
     seq: int
@@ -187,10 +192,47 @@ class JobEventList(TypedDict):
 
 
 class CheckpointMetrics(TypedDict):
-    """What was known at a checkpoint's step."""
+    """The figures at a checkpoint's step, OpenAI's names (None: not measured there)."""
 
     step: int
     train_loss: float | None
+    train_mean_token_accuracy: float | None
+    valid_loss: float | None
+    """The validation loss evaluated at this step (with a ``validation_file``)."""
+    valid_mean_token_accuracy: float | None
+    full_valid_loss: float | None
+    """At the checkpoint that became the model: its validation loss at the end."""
+    full_valid_mean_token_accuracy: float | None
+
+
+class JobMetrics(TypedDict):
+    """A job's figures at one step (``GET …/metrics``, and ``metrics`` stream items, where
+    each item holds what one report brought and the rest is left out)."""
+
+    object: Literal["fine_tuning.job.metrics"]
+    step: int
+    epoch: float | None
+    train_loss: float | None
+    train_mean_token_accuracy: float | None
+    learning_rate: float | None
+    grad_norm: float | None
+    tokens_per_s: float | None
+    """Training tokens per second since the previous logged step."""
+    valid_loss: float | None
+    valid_mean_token_accuracy: float | None
+    full_valid_loss: float | None
+    full_valid_mean_token_accuracy: float | None
+    reward_accuracy: float | None
+    """DPO: how often the preferred answer scores above the other."""
+    reward_margin: float | None
+
+
+class MetricsList(TypedDict):
+    """A job's metrics series, one row per step in step order (``list_metrics``)."""
+
+    object: Literal["list"]
+    data: list[JobMetrics]
+    has_more: bool
 
 
 class Checkpoint(TypedDict):

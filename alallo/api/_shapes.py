@@ -72,12 +72,13 @@ class FileObject(TypedDict):
     bytes: int
     """Size in bytes."""
     purpose: str
-    """``fine-tune``."""
+    """``fine-tune`` (uploaded), or ``fine-tune-results`` (a job's metrics CSV)."""
     created_at: int
     """Unix seconds."""
     line_count: int
-    """Examples (JSONL lines) in the file."""
-    format: Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
+    """Examples (JSONL lines) in the file; rows of a metrics CSV."""
+    format: Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected",
+                    "csv"]
     status: Literal["processed", "error"]
     status_details: str | None
 

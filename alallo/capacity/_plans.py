@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..jobs import DeviceType, JobSpec, Plan, SimulatedTrainer
+from ..jobs import CHECKPOINT_EVERY, DeviceType, JobSpec, Plan, SimulatedTrainer
 from ._catalogue import TINY_GPT2, CatalogueModel
 from ._pool import Pool
 
@@ -47,6 +47,11 @@ against 18 ms a step, 400 steps of 4 examples of 73 bytes each, TRL 1.16)."""
 DPO_FULL_MEMORY_FACTOR = 1.25
 """Full-weight DPO keeps a frozen copy of the model as the reference: its weights (2 or 4
 bytes a parameter) over full fine-tuning's 16 (weights, gradients, Adam's two moments)."""
+EVAL_SHARE_LORA = 0.5
+"""An evaluation batch's compute over a LoRA training step's: the forward pass (2 FLOPs a
+parameter a token) of the 4 (no weight gradients but the adapter's)."""
+EVAL_SHARE_FULL = 1 / 3
+"""The same over a full fine-tuning step's 6 FLOPs a parameter a token (Kaplan et al. 2020)."""
 LOAD_GB_PER_S = 1.0
 """Reading weights into device memory."""
 STARTUP_S = 6.0
@@ -97,7 +102,8 @@ class PlanOptions:
 
 def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps: int,
                  tokens_per_example: float, cpu_price_per_hour: float | None = None,
-                 memory_factor: float = 1.0, cpu_ranks: int = 1) -> PlanOptions:
+                 memory_factor: float = 1.0, cpu_ranks: int = 1,
+                 eval_examples: int = 0) -> PlanOptions:
     """The plans for a job on each device type of the pool that could hold it.
 
     ``memory_factor`` scales the memory model: a run that measured more
@@ -105,8 +111,10 @@ def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps:
     (``Settings.cpu_devices``) a job that fits the CPU also has a data-parallel plan on
     that many CPU devices (torchrun, gloo: each rank holds the whole model and a share of
     every batch), quicker and dearer: goal ``fastest_finish`` takes it when it is free.
+    ``eval_examples`` (the validation file's lines) adds the evaluations' time.
     """
-    options = tuple(p for d in pool.device_types()
+    options = tuple(_with_evaluation(p, spec, max_steps, eval_examples)
+                    for d in pool.device_types()
                     if (p := _plan_on(d, model, spec, pool, max_steps, tokens_per_example,
                                       cpu_price_per_hour, memory_factor)) is not None)
     ranks = min(cpu_ranks, pool.largest("cpu"))
@@ -115,7 +123,8 @@ def plan_options(model: CatalogueModel, spec: JobSpec, pool: Pool, *, max_steps:
         cpu = next(d for d in pool.device_types() if d.name == "cpu")
         wide = _plan_on(cpu, model, spec, pool, max_steps, tokens_per_example,
                         cpu_price_per_hour, memory_factor, ranks=ranks)
-        options = (*options, *([wide] if wide is not None else []))
+        options = (*options, *([_with_evaluation(wide, spec, max_steps, eval_examples)]
+                               if wide is not None else []))
     if options:
         return PlanOptions(options, "ok")
     detail = why_not(model, spec, pool, memory_factor)
@@ -203,6 +212,20 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
         price_per_hour=price_per_hour, step_time_s=step_s, startup_s=startup_s,
         max_steps=max_steps,
     )
+
+
+def _with_evaluation(plan: Plan, spec: JobSpec, max_steps: int, examples: int) -> Plan:
+    """The plan with its evaluations' time: every ``eval_steps`` and at the last step, the
+    whole validation file, in batches of the job's size, each a forward pass only."""
+    if not examples or not spec.validation_file:
+        return plan
+    every = spec.hyperparameters.eval_steps or CHECKPOINT_EVERY
+    evaluations = -(-max_steps // every)
+    batches = -(-examples // (spec.hyperparameters.batch_size or 4))
+    overhead = STEP_OVERHEAD_S.get(plan.device_type, GPU_STEP_OVERHEAD_S)
+    forward_s = (plan.step_time_s - overhead) * (EVAL_SHARE_FULL if spec.adapter == "full"
+                                                 else EVAL_SHARE_LORA) + overhead
+    return plan.model_copy(update={"eval_s": evaluations * batches * forward_s})
 
 
 def tokens_per_example(model: CatalogueModel, file_bytes: int, line_count: int) -> float:

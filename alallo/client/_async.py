@@ -20,6 +20,7 @@ from alallo.client._calls import (
     FILES_PAGE_SIZE,
     JOBS_PAGE_SIZE,
     LOG_PAGE_SIZE,
+    METRICS_PAGE_SIZE,
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
@@ -188,6 +189,11 @@ class AsyncClient:
         """Every checkpoint of a job, newest first, page after page
         (:meth:`Client.iter_checkpoints`)."""
         return self._driver.drive(self._calls.iter_checkpoints(job_id, page_size))
+
+    async def list_metrics(self, job_id: JobId, *, after: int | None = None,
+                           limit: int = METRICS_PAGE_SIZE) -> api.MetricsList:
+        """A job's metrics series, one row per step past ``after`` (:meth:`Client.list_metrics`)."""
+        return await self._driver.run(self._calls.list_metrics(job_id, after, limit))
 
     async def read_log(self, job_id: JobId, *, after: int | None = None,
                        limit: int = LOG_PAGE_SIZE) -> api.LogPage:

@@ -35,6 +35,7 @@ from alallo.api import (
     JobEventList,
     JobList,
     LogPage,
+    MetricsList,
     ModelDeleted,
     ModelList,
     NodeDrain,
@@ -60,6 +61,7 @@ __all__ = [
     "FILES_PAGE_SIZE",
     "JOBS_PAGE_SIZE",
     "LOG_PAGE_SIZE",
+    "METRICS_PAGE_SIZE",
     "Calls",
 ]
 
@@ -77,6 +79,8 @@ JOBS_PAGE_SIZE = 100
 """Jobs fetched per request by ``iter_jobs``."""
 LOG_PAGE_SIZE = 1000
 """Log lines fetched per request by ``iter_log``."""
+METRICS_PAGE_SIZE = 1000
+"""Steps of the metrics series per request by ``list_metrics``."""
 
 _Item = TypeVar("_Item")
 _JOBS = "/v1/fine_tuning/jobs"
@@ -191,6 +195,9 @@ class Calls:
 
     def read_log(self, job_id: JobId, after: int | None, limit: int) -> Op[LogPage]:
         return self._json("GET", f"{_JOBS}/{job_id}/log", params=_page(limit, after))
+
+    def list_metrics(self, job_id: JobId, after: int | None, limit: int) -> Op[MetricsList]:
+        return self._json("GET", f"{_JOBS}/{job_id}/metrics", params=_page(limit, after))
 
     def iter_log(self, job_id: JobId) -> Feed[TrainingLogLine]:
         return self._pages(lambda after: self.read_log(job_id, after, LOG_PAGE_SIZE),

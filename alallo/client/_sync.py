@@ -20,6 +20,7 @@ from alallo.client._calls import (
     FILES_PAGE_SIZE,
     JOBS_PAGE_SIZE,
     LOG_PAGE_SIZE,
+    METRICS_PAGE_SIZE,
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
@@ -236,6 +237,18 @@ class Client:
                          page_size: int = CHECKPOINTS_PAGE_SIZE) -> Iterator[api.Checkpoint]:
         """Every checkpoint a job saved, newest first, fetching page after page."""
         return self._driver.drive(self._calls.iter_checkpoints(job_id, page_size))
+
+    def list_metrics(self, job_id: JobId, *, after: int | None = None,
+                     limit: int = METRICS_PAGE_SIZE) -> api.MetricsList:
+        """A job's metrics series: one row per step past ``after`` (a step), in step order.
+
+        Each row has ``step``, ``epoch``, ``train_loss``, ``train_mean_token_accuracy``,
+        ``learning_rate``, ``grad_norm``, ``tokens_per_s``, ``valid_loss``,
+        ``valid_mean_token_accuracy``, ``full_valid_loss``,
+        ``full_valid_mean_token_accuracy`` (and DPO's ``reward_accuracy``,
+        ``reward_margin``): None where not measured at that step.
+        """
+        return self._driver.run(self._calls.list_metrics(job_id, after, limit))
 
     def read_log(self, job_id: JobId, *, after: int | None = None,
                  limit: int = LOG_PAGE_SIZE) -> api.LogPage:

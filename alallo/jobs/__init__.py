@@ -4,7 +4,8 @@ come in the inputs): DESIGN.md rule 2. Everything else of alallo builds on this 
 
 - :mod:`~alallo.jobs._spec`: the job spec a user sends (:class:`JobSpec`, its trainers).
 - :mod:`~alallo.jobs._job`: :class:`Job` and the records it makes (:class:`Event`,
-  :class:`LogLine`), data only; :mod:`~alallo.jobs._plan`: :class:`Plan`, the device types.
+  :class:`LogLine`), data only; :mod:`~alallo.jobs._metrics`: :class:`MetricsPoint`, the
+  metrics series and its CSV; :mod:`~alallo.jobs._plan`: :class:`Plan`, the device types.
 - :mod:`~alallo.jobs._inputs` and :mod:`~alallo.jobs._lifecycle` (``lifecycle`` here): the
   state machine, ``lifecycle.apply(job, input) -> Transition``.
 - :mod:`~alallo.jobs._billing`, :mod:`~alallo.jobs._estimate`, :mod:`~alallo.jobs._timeleft`,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ._billing import billing_limit_detail as billing_limit_detail
     from ._estimate import estimate_price as estimate_price
     from ._estimate import estimate_time as estimate_time
+    from ._job import CHECKPOINT_EVERY as CHECKPOINT_EVERY
     from ._job import Event as Event
     from ._job import Job as Job
     from ._job import JobError as JobError
@@ -34,10 +36,14 @@ if TYPE_CHECKING:
     from ._job import Progress as Progress
     from ._job import SavedCheckpoint as SavedCheckpoint
     from ._job import StartingWeights as StartingWeights
+    from ._metrics import MetricsPoint as MetricsPoint
+    from ._metrics import metrics_csv as metrics_csv
+    from ._metrics import series as series
     from ._plan import DEVICE_TYPES as DEVICE_TYPES
     from ._plan import DeviceType as DeviceType
     from ._plan import Plan as Plan
     from ._spec import CommandTrainer as CommandTrainer
+    from ._spec import EarlyStopping as EarlyStopping
     from ._spec import JobSpec as JobSpec
     from ._spec import NamedTrainer as NamedTrainer
     from ._spec import SimulatedTrainer as SimulatedTrainer
@@ -47,9 +53,14 @@ if TYPE_CHECKING:
     from ._training_file import check_jsonl as check_jsonl
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
+    "CHECKPOINT_EVERY": ("._job", "CHECKPOINT_EVERY"),
     "CommandTrainer": ("._spec", "CommandTrainer"),
     "DEVICE_TYPES": ("._plan", "DEVICE_TYPES"),
     "DeviceType": ("._plan", "DeviceType"),
+    "EarlyStopping": ("._spec", "EarlyStopping"),
+    "MetricsPoint": ("._metrics", "MetricsPoint"),
+    "metrics_csv": ("._metrics", "metrics_csv"),
+    "series": ("._metrics", "series"),
     "Event": ("._job", "Event"),
     "Job": ("._job", "Job"),
     "JobError": ("._job", "JobError"),
@@ -74,10 +85,11 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["DEVICE_TYPES", "PREFERENCE_FORMATS", "CommandTrainer", "DeviceType", "Event",
-           "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine", "NamedTrainer", "Plan",
-           "Progress", "SavedCheckpoint", "SimulatedTrainer", "StartingWeights", "TimeRange",
-           "billing_limit_detail", "check_jsonl", "estimate_price", "estimate_time",
-           "lifecycle", "time_left"]
+__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "PREFERENCE_FORMATS", "CommandTrainer", "DeviceType",
+           "EarlyStopping", "Event", "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine",
+           "MetricsPoint", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
+           "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail",
+           "check_jsonl", "estimate_price", "estimate_time", "lifecycle", "metrics_csv",
+           "series", "time_left"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -1,7 +1,8 @@
 """Estimates: time and price ranges of a plan (the plans: :mod:`alallo._plans`).
 
 A plan's training time is ``startup + max_steps × step time`` (the time
-model of ``docs/capacity.md``). The range is wider on the upper side, as the
+model of ``docs/capacity.md``), and the job's time adds its evaluations on the
+validation file (``Plan.eval_s``), which are not charged. The range is wider on the upper side, as the
 seeds ask: a job may wait for capacity, and steps run slower than planned
 more often than faster.
 """
@@ -29,13 +30,13 @@ def estimate_time(plan: Plan, *, wait_s: float = 0.0) -> TimeRange:
     The training part spans ``ESTIMATE_LOW`` to ``ESTIMATE_HIGH`` times the
     expected time; the queue wait adds to both ends, more to the upper one.
     """
-    expected = plan.training_s
+    expected = plan.training_s + plan.eval_s
     return TimeRange(low_s=expected * ESTIMATE_LOW + wait_s * WAIT_LOW,
                      high_s=expected * ESTIMATE_HIGH + wait_s * WAIT_HIGH)
 
 
 def estimate_price(plan: Plan) -> tuple[float, float]:
-    """(low, high) USD of training on ``plan`` (waiting costs nothing)."""
-    training = estimate_time(plan)
+    """(low, high) USD of training on ``plan`` (waiting and evaluating cost nothing)."""
+    training = estimate_time(plan.model_copy(update={"eval_s": 0.0}))
     per_s = plan.price_per_hour / 3600
     return (round(training.low_s * per_s, 6), round(training.high_s * per_s, 6))

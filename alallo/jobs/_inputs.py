@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..trainers import Checkpoint, Done, Error, Integration, Stage
+from ..trainers import Checkpoint, Done, Error, Integration, Metrics, Stage
 from ..trainers import Progress as TrainerProgress
 from ._billing import LedgerEntry
 from ._job import Event, Job
@@ -75,7 +75,7 @@ class Started:
 class TrainerReported:
     """The trainer printed a protocol message (other than a log line)."""
 
-    message: Stage | TrainerProgress | Checkpoint | Done | Error | Integration
+    message: Stage | TrainerProgress | Metrics | Checkpoint | Done | Error | Integration
     now: float
 
 
@@ -89,6 +89,8 @@ class TrainerExited:
     returncode: int | None
     now: float
     max_restarts: int = 0
+    result_file: str | None = None
+    """The metrics CSV the runtime stored for the account, when the run finished well."""
 
 
 @dataclass(frozen=True)

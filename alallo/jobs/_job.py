@@ -46,6 +46,9 @@ class SavedCheckpoint(BaseModel):
     hash: str | None = None
 
 
+CHECKPOINT_EVERY = 10
+"""Steps between checkpoints (the trainer's ``save_steps``); evaluations default to it."""
+
 DPO_BETA = 0.1
 """DPO's beta when the job names none (TRL's default)."""
 
@@ -159,6 +162,10 @@ class Job(BaseModel):
     """The error the current run's trainer reported, applied when it exits."""
     final_hash: str | None = None
     """Hash of the fine-tuned model, once the trainer reported it."""
+    stopped_early: tuple[int, int | None] | None = None
+    """``(last step run, best step)`` when training stopped early (``early_stopping``)."""
+    result_files: tuple[str, ...] = ()
+    """Files the job made for the account: its metrics CSV, once it succeeded."""
 
     @property
     def trainer_name(self) -> str:
@@ -192,7 +199,9 @@ class Job(BaseModel):
             "lora_alpha": hp.lora_alpha or 2 * (hp.lora_rank or 8),
             "lora_dropout": hp.lora_dropout or 0.0,
             "lora_target_modules": hp.lora_target_modules,  # None: peft's choice
-        }) | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {})
+        }) | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {}) | (
+            {"eval_steps": hp.eval_steps or CHECKPOINT_EVERY} if self.spec.validation_file
+            else {})
 
 
 class Event(BaseModel):

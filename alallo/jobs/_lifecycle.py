@@ -15,15 +15,13 @@ returns the job as it was (``changed`` is False).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Literal
 
 from .._errors import InvalidTransition
-from .._money import format_money
 from .._status import EventLevel, EventType, JobStatus, Message
-from ..trainers import Checkpoint, Done, Error, Integration, Stage
+from ..trainers import Checkpoint, Done, Error, Integration, Metrics, Stage
 from ..trainers import Progress as TrainerProgress
-from ._billing import LedgerEntry, charge_through, refund_all
+from ._draft import Draft as _Draft
 from ._inputs import (
     ActorFailed,
     AutoCancel,
@@ -40,65 +38,17 @@ from ._inputs import (
     Transition,
     WaitingForCapacity,
 )
-from ._job import Event, Job, JobError, LogLine, Progress, SavedCheckpoint
+from ._job import Job, JobError, LogLine, Progress, SavedCheckpoint
+from ._metrics import MetricsPoint
 from ._plan import DEVICE_TYPES
 from ._spec import CommandTrainer
 
 __all__ = [  # the inputs (alallo.jobs._inputs), re-exported: callers say lifecycle.Created
     "ActorFailed", "AutoCancel", "CancelRequested", "CheckpointNotShared", "Created", "Input",
     "LimitReached", "NotAvailable", "Rescheduled", "Started", "TrainerExited", "TrainerReported",
-    "Transition", "WaitingForCapacity", "append_log", "apply", "checkpoint_not_shared",
+    "Transition", "WaitingForCapacity", "append_log", "append_metrics", "apply",
+    "checkpoint_not_shared",
 ]
-
-
-@dataclass
-class _Draft:
-    """A transition being built: updates to the job, events, ledger entries."""
-
-    job: Job
-    now: float
-    updates: dict[str, object] = field(default_factory=dict)
-    events: list[tuple[EventType, str, str | None, EventLevel, int | None]] = field(
-        default_factory=list)
-    ledger: list[LedgerEntry] = field(default_factory=list)
-
-    def set(self, **updates: object) -> _Draft:
-        self.updates.update(updates)
-        return self
-
-    def event(self, kind: EventType, message: str, digest: str | None = None, *,
-              level: EventLevel = EventLevel.INFO, step: int | None = None) -> _Draft:
-        self.events.append((kind, message, digest, level, step))
-        return self
-
-    @property
-    def current(self) -> Job:
-        return self.job.model_copy(update=self.updates)
-
-    def charge(self, step: int) -> _Draft:
-        updates, entry = charge_through(self.current, step)
-        if entry is not None:
-            self.updates.update(updates)
-            self.ledger.append(entry)
-        return self
-
-    def refund(self, why: str) -> _Draft:
-        updates, entry = refund_all(self.current)
-        if entry is not None:
-            self.updates.update(updates)
-            self.ledger.append(entry)
-            self.event(EventType.REFUND, f"Refunded {format_money(entry.amount)}: {why}")
-        return self
-
-    def done(self) -> Transition:
-        seq = self.job.seq
-        made: list[Event] = []
-        for kind, text, digest, level, step in self.events:
-            seq += 1
-            made.append(Event(seq=seq, created_at=int(self.now), type=kind, message=text,
-                              level=level, hash=digest, step=step))
-        job = self.job.model_copy(update={**self.updates, "seq": seq + 1, "state_seq": seq + 1})
-        return Transition(job, tuple(made), tuple(self.ledger))
 
 
 def apply(job: Job, event: Input) -> Transition:
@@ -138,8 +88,8 @@ def apply(job: Job, event: Input) -> Transition:
         case CheckpointNotShared(step=step, reason=reason):
             draft.event(EventType.WARNING, checkpoint_not_shared(step, reason),
                         level=EventLevel.WARNING, step=step)
-        case TrainerExited(returncode=code, max_restarts=limit):
-            _exited(draft, code, limit)
+        case TrainerExited(returncode=code, max_restarts=limit, result_file=made):
+            _exited(draft, code, limit, made)
         case CancelRequested():
             if job.status is JobStatus.CANCELLING:
                 return _unchanged(job)
@@ -158,7 +108,7 @@ def apply(job: Job, event: Input) -> Transition:
             draft.event(EventType.JOB_RESCHEDULED, f"Job re-scheduled: {reason}")
         case ActorFailed(reason=reason):
             if job.status is JobStatus.CANCELLING:
-                _exited(draft, None, 0)
+                _exited(draft, None, 0, None)
             else:
                 _fail(draft, Message.PLATFORM_ERROR.value, "platform_error", EventType.JOB_ERROR,
                       detail=reason)
@@ -190,6 +140,14 @@ def append_log(job: Job, text: str, *, now: float) -> tuple[Job, LogLine]:
     return job.model_copy(update=updates), line
 
 
+def append_metrics(job: Job, message: Metrics, *, now: float) -> tuple[Job, MetricsPoint]:
+    """Record the figures the trainer reported as the job's next item (the metrics series
+    and the streams' ``metrics`` items); the job's state is unchanged but for its ``seq``."""
+    point = MetricsPoint(n=job.seq + 1, at=now, attempt=max(job.attempt, 1),
+                         **message.model_dump(exclude={"type"}))
+    return job.model_copy(update={"seq": point.n}), point
+
+
 def _unchanged(job: Job) -> Transition:
     return Transition(job, changed=False)
 
@@ -202,6 +160,7 @@ def _started(draft: _Draft, event: Started) -> None:
         "last_step_at": None,
         "log_lines": 0, "last_log_line": None, "trainer_error": None,
         "restart_cause": None, "fine_tuned_model": None, "queue_position": None,
+        "stopped_early": None,
         "started_at": job.started_at or int(now),
     }
     if event.plan is not None:
@@ -217,8 +176,8 @@ def _started(draft: _Draft, event: Started) -> None:
                                event.config_hash)
 
 
-def _reported(draft: _Draft,
-              message: Stage | TrainerProgress | Checkpoint | Done | Error | Integration) -> bool:
+def _reported(draft: _Draft, message: Stage | TrainerProgress | Metrics | Checkpoint | Done
+              | Error | Integration) -> bool:
     job, now, model = draft.job, draft.now, draft.job.spec.model
     match message:
         case Stage(stage="model_loaded", hash=h):
@@ -227,6 +186,9 @@ def _reported(draft: _Draft,
         case Stage(stage="data_loaded", hash=h):
             draft.event(EventType.TRAINING_DATA_DOWNLOAD_COMPLETE,
                         f"Training data downloaded for {model} at {_clock(now)}", h)
+        case Stage(stage="validation_loaded", hash=h):
+            draft.event(EventType.VALIDATION_DATA_DOWNLOAD_COMPLETE,
+                        f"Validation data downloaded for {model} at {_clock(now)}", h)
         case Stage(stage="training_start", hash=h):
             draft.event(EventType.TRAINING_START, f"Training started for model {model}", h)
         case TrainerProgress():
@@ -237,6 +199,21 @@ def _reported(draft: _Draft,
                                               f"Checkpoint saved at step {step}", h, step=step)
             if job.status is JobStatus.RUNNING:
                 draft.charge(step)
+        case Metrics(step=step, valid_loss=float() as loss):
+            accuracy = message.valid_mean_token_accuracy
+            draft.event(EventType.EVAL_COMPLETE, f"Evaluation at step {step}: validation loss "
+                        f"{loss:.4f}" + (f", mean token accuracy {accuracy:.4f}"
+                                         if accuracy is not None else ""), step=step,
+                        data={"valid_loss": loss, "valid_mean_token_accuracy": accuracy})
+        case Metrics():
+            return False  # training figures: items of the series, not events
+        case Done(model_path=path, hash=h, stopped_at=int() as last, best_step=best):
+            patience = job.spec.early_stopping.patience if job.spec.early_stopping else "N"
+            draft.set(fine_tuned_model=path, final_hash=h, stopped_early=(last, best)).event(
+                EventType.TRAINING_COMPLETE,
+                f"Training stopped early at step {last} of {job.max_steps}: the validation "
+                f"loss did not improve for {patience} evaluations in a row; the model is "
+                f"the checkpoint of step {best}", h, step=last)
         case Done(model_path=path, hash=h):
             draft.set(fine_tuned_model=path, final_hash=h).event(
                 EventType.TRAINING_COMPLETE, "Training completed", h)
@@ -315,7 +292,8 @@ def _auto_cancel(draft: _Draft, reason: Literal["balance", "billing_limit", "wan
                     f"Job cancelled due to insufficient balance: {detail}")
 
 
-def _exited(draft: _Draft, returncode: int | None, max_restarts: int) -> None:
+def _exited(draft: _Draft, returncode: int | None, max_restarts: int,
+            result_file: str | None) -> None:
     job, now = draft.job, draft.now
     ran = job.ran_s + (now - job.run_started_at if job.run_started_at is not None else 0.0)
     draft.set(ran_s=ran, run_started_at=None)
@@ -334,9 +312,12 @@ def _exited(draft: _Draft, returncode: int | None, max_restarts: int) -> None:
         return
     error = job.trainer_error
     if returncode == 0 and job.fine_tuned_model and error is None:
-        done = job.progress.model_copy(update={"step": job.progress.max_steps})
-        draft.set(status=JobStatus.SUCCEEDED, message=None, progress=done, finished_at=int(now))
-        draft.charge(job.progress.max_steps)
+        # A run stopped early ends at its last step, and is charged through that step only.
+        last = job.stopped_early[0] if job.stopped_early else job.progress.max_steps
+        done = job.progress.model_copy(update={"step": last, "max_steps": last})
+        draft.set(status=JobStatus.SUCCEEDED, message=None, progress=done, finished_at=int(now),
+                  result_files=(result_file,) if result_file else ())
+        draft.charge(last)
         draft.event(EventType.JOB_COMPLETE, f"Job finished at {_clock(now)}", job.final_hash)
         return
     reason = error[1] if error else _exit_reason(returncode, job)

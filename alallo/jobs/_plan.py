@@ -25,6 +25,9 @@ class Plan(BaseModel):
     """Expected seconds from start to the first step (imports, model load)."""
     max_steps: int = 0
     """Steps the plan is for."""
+    eval_s: float = 0.0
+    """Expected seconds of evaluation on the validation file, all evaluations together
+    (not charged: the price counts training only)."""
 
     @property
     def training_s(self) -> float:

@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "CommandTrainer",
+    "EarlyStopping",
     "Hyperparameters",
     "JobSpec",
     "NamedTrainer",
@@ -73,6 +74,9 @@ class Hyperparameters(BaseModel):
     """AdamW's weight decay; default 0."""
     logging_steps: int | None = Field(default=None, ge=1, le=100_000)
     """Log the loss every this many steps (and at the last); default 10, as the seeds do."""
+    eval_steps: int | None = Field(default=None, ge=1, le=100_000)
+    """With a ``validation_file``: evaluate on it every this many steps (and at the last);
+    default: at every checkpoint."""
     beta: float | None = Field(default=None, gt=0, le=10)
     """DPO only: how far the trained model may move from the reference model (the KL
     penalty's weight, Rafailov et al. 2023); default 0.1, as TRL's."""
@@ -92,6 +96,20 @@ class Hyperparameters(BaseModel):
         if isinstance(data, dict):
             return {k: (None if v == "auto" else v) for k, v in data.items()}
         return data
+
+
+class EarlyStopping(BaseModel):
+    """Stop when the validation loss stops improving (Keras's ``EarlyStopping``, run by
+    transformers' ``EarlyStoppingCallback``): after ``patience`` evaluations in a row that
+    did not lower the best validation loss by more than ``min_delta``. The job then
+    succeeds with the best checkpoint as its model, charged for the steps it ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    patience: int = Field(ge=1, le=1000)
+    """Evaluations without improvement before training stops."""
+    min_delta: float = Field(default=0.0, ge=0)
+    """How much lower than the best the validation loss must be to count as better."""
 
 
 class SimulatedTrainer(BaseModel):
@@ -194,6 +212,8 @@ class JobSpec(BaseModel):
     precision: Literal["16-bit", "4-bit"] = "16-bit"
     goal: Literal["lowest_cost", "fastest_finish"] = "lowest_cost"
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+    early_stopping: EarlyStopping | None = None
+    """Stop early on the validation loss; needs a ``validation_file``."""
     integrations: list[WandbIntegration] = Field(default_factory=list)
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
     trainer: TrainerChoice = "trl"
@@ -239,12 +259,25 @@ class JobSpec(BaseModel):
         if value.beta is not None and info.data.get("method", "supervised") != "dpo":
             raise PydanticCustomError(
                 "beta_without_dpo", "beta applies to method dpo only, not supervised")
+        if value.eval_steps is not None and not info.data.get("validation_file"):
+            raise PydanticCustomError(
+                "eval_without_validation", "eval_steps needs a validation_file to evaluate on")
         if info.data.get("adapter") == "full":
             given = [name for name in LORA_ONLY if getattr(value, name) is not None]
             if given:
                 raise PydanticCustomError(
                     "lora_without_lora", "{name} applies to adapter lora only, not full",
                     {"name": given[0]})
+        return value
+
+    @field_validator("early_stopping")
+    @classmethod
+    def _stops_on_validation(cls, value: EarlyStopping | None,
+                             info: ValidationInfo) -> EarlyStopping | None:
+        if value is not None and not info.data.get("validation_file"):
+            raise PydanticCustomError(
+                "early_stopping_without_validation",
+                "early_stopping watches the validation loss: give a validation_file")
         return value
 
     @field_validator("precision")

@@ -9,10 +9,13 @@ the step. The rest is read from what the runtime already keeps:
   ``checkpoint_dir`` (docs/trainer-protocol.md), so an older one is that name
   in one of the job's runs (:func:`checkpoint_dir`). The server keeps the newest
   two: the list holds only the checkpoints still on disk.
-- its metrics: the training loss known at that step, the one of the last
-  ``Step <n>/<max>: loss <x>`` log line (the protocol's line for every
-  reported loss) with ``n`` at or before the step; if the log has none, the
-  job's latest loss when the job stands at that very step; else null.
+- its metrics: the figures of the job's metrics series at that step (training loss
+  and mean token accuracy, validation loss and accuracy where evaluated, the
+  ``full_valid_*`` figures at the checkpoint that became the model). A trainer that
+  reports no ``metrics`` lines (an older or the account's own) still gets a training
+  loss: the one of the last ``Step <n>/<max>: loss <x>`` log line (the protocol's
+  line for every reported loss) with ``n`` at or before the step; if the log has none,
+  the job's latest loss when the job stands at that very step; else null.
 
 The shape is OpenAI's ``fine_tuning.job.checkpoint`` list, so the ``openai``
 package's ``client.fine_tuning.jobs.checkpoints.list(job_id)`` reads it.
@@ -33,11 +36,14 @@ from .._errors import InvalidRequest
 from .._status import EventType
 from ..jobs import Event, Job, LogLine
 
-__all__ = ["CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_dir", "checkpoint_id",
+__all__ = ["CHECKPOINT_FIGURES", "CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_dir", "checkpoint_id",
            "list_checkpoints"]
 
 
 CHECKPOINT_ID_PREFIX = "ftckpt-"
+CHECKPOINT_FIGURES = ("train_mean_token_accuracy", "valid_loss", "valid_mean_token_accuracy",
+                      "full_valid_loss", "full_valid_mean_token_accuracy")
+"""The figures of OpenAI's checkpoint ``metrics`` besides ``step`` and ``train_loss``."""
 _PAGE = 1000
 """Events or log lines read per request to the runtime."""
 _LOSS_LINE = re.compile(r"Step (\d+)/\d+: loss (\S+)")
@@ -63,6 +69,8 @@ class JobCheckpoint(BaseModel):
     """The directory it was saved in (None only if the job never said where)."""
     train_loss: float | None
     """The training loss known at that step, or None."""
+    figures: dict[str, float | None] = {}
+    """:data:`CHECKPOINT_FIGURES` measured at that step (a figure not measured: absent)."""
 
     @property
     def id(self) -> str:
@@ -80,6 +88,9 @@ class JobReads(Protocol):
     async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
                        limit: int = 1000, attempt: int | None = None,
                        ) -> tuple[list[LogLine], bool]: ...
+
+    async def list_metrics(self, account_id: str, job_id: str, *, after: int = 0,
+                           ) -> list[dict[str, float | int | None]]: ...
 
 
 async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
@@ -104,9 +115,18 @@ async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
         lambda: {s: path for s in steps if (path := checkpoint_dir(job, s)) is not None})
     steps = [s for s in steps if s in kept]  # only those still on disk
     page, more = steps[:limit], len(steps) > limit
-    losses = await _losses(runtime, account_id, job, up_to=max(page)) if page else {}
-    return [JobCheckpoint(job_id=job_id, step=s, created_at=saved[s], path=str(kept[s]),
-                          train_loss=_loss_at(job, losses, s)) for s in page], more
+    if not page:
+        return [], more
+    rows = {int(row["step"] or 0): row for row in await runtime.list_metrics(account_id, job_id)}
+    losses = {step: float(loss) for step, row in rows.items()
+              if (loss := row.get("train_loss")) is not None}
+    if not losses:  # a trainer that reports no metrics lines: its log lines say the loss
+        losses = await _losses(runtime, account_id, job, up_to=max(page))
+    return [JobCheckpoint(
+        job_id=job_id, step=s, created_at=saved[s], path=str(kept[s]),
+        train_loss=_loss_at(job, losses, s),
+        figures={name: float(value) for name in CHECKPOINT_FIGURES
+                 if (value := rows.get(s, {}).get(name)) is not None}) for s in page], more
 
 
 def _step_of(job_id: str, after: str) -> int:

@@ -15,7 +15,6 @@ the actor stops its trainer and stops without touching the job again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -29,10 +28,10 @@ from .._errors import InvalidRequest
 from .._money import format_money
 from .._status import EventType, JobStatus
 from ..capacity import Acquire, Grant, Release
-from ..executors import TrainerRun, hand_over
-from ..jobs import Event, Job, LogLine, billing_limit_detail, lifecycle
+from ..executors import TrainerRun
+from ..jobs import Event, Job, LogLine, MetricsPoint, billing_limit_detail, lifecycle
 from ..store import LeaseLost
-from ..trainers import Checkpoint, Error, Log, parse_line
+from ..trainers import Checkpoint, Error, Log, Metrics, parse_line
 from ._job_context import JobContext
 from ._job_messages import (
     CancelJob,
@@ -46,16 +45,9 @@ from ._job_messages import (
     _TrainerLine,
     _Waiting,
 )
-from ._launch import (
-    command_refusal,
-    launch,
-    model_refusal,
-    prune_checkpoints,
-    trainer_command,
-    trainer_config,
-    users_own_command,
-)
+from ._launch import launch, prune_checkpoints, users_own_command
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
+from ._run_prep import prepare_run
 from ._views import placement_view
 
 if TYPE_CHECKING:
@@ -183,8 +175,13 @@ class JobActor(Actor[JobMessage]):
                 if lost is not None:  # not the trainer's doing: the job moves, resumed
                     await self._apply(lifecycle.Rescheduled(now=now, reason=lost))
                 self._running = False
+                job = self.job
+                made = (await self._ctx.save_results(job) if code == 0 and job.fine_tuned_model
+                        and job.status is JobStatus.RUNNING and job.trainer_error is None
+                        else None)  # the metrics CSV of a job about to succeed
                 await self._apply(lifecycle.TrainerExited(
-                    returncode=code, now=now, max_restarts=self._ctx.settings.max_restarts))
+                    returncode=code, now=time.time(),
+                    max_restarts=self._ctx.settings.max_restarts, result_file=made))
             case _LimitReached(limit=limit):
                 await self._apply(lifecycle.LimitReached(now=now, limit=limit))
         return None
@@ -195,6 +192,10 @@ class JobActor(Actor[JobMessage]):
             if message.text.strip():
                 job, line = lifecycle.append_log(self.job, message.text, now=now)
                 await self._persist(job, (), (line,), ())
+        elif isinstance(message, Metrics):  # a point of the series; an evaluation's event
+            job, point = lifecycle.append_metrics(self.job, message, now=now)
+            told = lifecycle.apply(job, lifecycle.TrainerReported(message=message, now=now))
+            await self._persist(told.job, told.events, (point,), ())
         elif isinstance(message, Checkpoint) and self._ctx.checkpoint_storage.shared:
             # Recorded only once any process can fetch it (storage_url).
             try:
@@ -262,7 +263,7 @@ class JobActor(Actor[JobMessage]):
                 detail=billing_limit_detail(headroom)))
 
     async def _persist(self, job: Job, events: tuple[Event, ...],
-                       lines: tuple[LogLine, ...],
+                       lines: tuple[LogLine | MetricsPoint, ...],
                        entries: tuple[LedgerEntry, ...]) -> tuple[float, float]:
         balance = await self._writer.write(job, events, lines, entries)
         self._job = job
@@ -318,48 +319,12 @@ class JobActor(Actor[JobMessage]):
         """Start the trainer on the granted placement and run it to its end (None: it
         could not start; the reason goes to the job as an error line)."""
         rt = self._ctx
-        trusted = await rt.may_run_commands(job.account_id)
-        refusal = (command_refusal(job.spec.trainer, allow_commands=trusted)
-                   or model_refusal(job.spec.model, allow_commands=trusted))
-        if refusal is not None:  # the account lost the right since it created the job
-            await self._line(Error(kind="user", message=refusal).model_dump_json())
+        prepared = await prepare_run(rt, job, grant)
+        if isinstance(prepared, Error):
+            await self._line(prepared.model_dump_json())
             return None
-        try:  # maybe uploaded through another process: fetched here from storage_url
-            training_file, data_format = await rt.training_file(job.spec.training_file)
-        except OSError as exc:
-            await self._line(Error(kind="platform", message=(
-                f"cannot read the training file: {exc}")).model_dump_json())
-            return None
-        workdir = rt.settings.jobs_dir.resolve() / job.id
-        attempt_dir = workdir / f"attempt-{job.attempt + 1}"
-        # The job's directory failing (a file in its place, a full disk) is this run's
-        # platform error, restarted up to max_restarts; never a crash of the actor (issue 14).
-        try:
-            attempt_dir.mkdir(parents=True, exist_ok=True)
-            resume_from = None
-            if job.checkpoint is not None:  # maybe saved by another process: fetch it here
-                resume_from = await rt.checkpoint_storage.fetch(
-                    job.id, job.checkpoint.path, workdir / "checkpoints")
-            config = trainer_config(job, grant, settings=rt.settings, catalogue=rt.catalogue,
-                                    workdir=workdir, run_dir=attempt_dir,
-                                    resume_from=resume_from, training_file=training_file,
-                                    data_format=data_format, fenced=rt.executor.fenced)
-            payload = config.model_dump_json(indent=2)
-            config_path = attempt_dir / "config.json"
-            config_path.write_text(payload)
-            hand_over(workdir, rt.trainer_user)
-        except OSError as exc:
-            await self._line(Error(kind="platform", message=(
-                f"cannot prepare the run in the job's directory: {exc}")).model_dump_json())
-            return None
-        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-        resume = job.checkpoint.step if job.checkpoint else None
-        try:
-            command = trainer_command(job, grant, config_path, python=rt.settings.python,
-                                      registry=rt.trainers)
-        except InvalidRequest as exc:  # the operator has removed the trainer it names
-            await self._line(Error(kind="user", message=exc.message).model_dump_json())
-            return None
+        command, attempt_dir = prepared.command, prepared.run_dir
+        digest, resume = prepared.config_hash, prepared.resume_step
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
         process = rt.executor.trainer(launch(job, grant.placement, command, attempt_dir,
                                              rt.trainer_user, rt.settings.hf_token))

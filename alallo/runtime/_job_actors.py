@@ -78,6 +78,8 @@ class JobActors:
         if self._supervisor is None:
             raise RuntimeError("the runtime is not open: use 'async with Runtime(...)'")
         await self._files.recall(job.account_id, job.spec.training_file)
+        if job.spec.validation_file:
+            await self._files.recall(job.account_id, job.spec.validation_file)
         await self._supervisor.start_child(
             JobActor, self._context, job.id, cause, name=job.id, restart=Restart.TRANSIENT,
             intensity=JOB_ACTOR_INTENSITY, backoff=JOB_ACTOR_BACKOFF, on_give_up=on_give_up)

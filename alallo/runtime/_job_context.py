@@ -27,10 +27,11 @@ from ..store import Store
 from ._bus import EventBus
 from ._job_cache import LiveJobs
 from ._job_writer import JobWriter
+from ._results import save_results
 from ._training_files import TrainingFiles
 
 if TYPE_CHECKING:
-    from ..jobs import Event, LedgerEntry, LogLine
+    from ..jobs import Event, LedgerEntry, LogLine, MetricsPoint
 
 __all__ = ["JobCommits", "JobContext", "RuntimeJobContext"]
 
@@ -43,7 +44,7 @@ class JobCommits(Protocol):
     """The job state already published (its ``state_seq``)."""
 
     async def write(self, job: Job, events: tuple[Event, ...] = (),
-                    lines: tuple[LogLine, ...] = (),
+                    lines: tuple[LogLine | MetricsPoint, ...] = (),
                     entries: tuple[LedgerEntry, ...] = ()) -> tuple[float, float]:
         """Commit under the job's lease, then publish; the account's ``(balance,
         billing_limit)`` after.
@@ -120,6 +121,10 @@ class JobContext(Protocol):
     def notify_operator(self, job_id: str, reason: str) -> None:
         """Tell the operator of a platform failure (in the background)."""
 
+    async def save_results(self, job: Job) -> str | None:
+        """Store the job's metrics CSV as a file of its account; its id, or None when it
+        could not be stored (:func:`alallo.runtime._results.save_results`)."""
+
 
 @dataclass(frozen=True)
 class RuntimeJobContext:
@@ -189,3 +194,7 @@ class RuntimeJobContext:
     def notify_operator(self, job_id: str, reason: str) -> None:
         """Tell the operator of a platform failure (in the background)."""
         self.notify(job_id, reason)
+
+    async def save_results(self, job: Job) -> str | None:
+        """Store the job's metrics CSV as a file of its account; its id, or None."""
+        return await save_results(self.store, self.files, job)

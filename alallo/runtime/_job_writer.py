@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ..cluster import Cluster
-from ..jobs import Event, Job, LogLine
+from ..jobs import Event, Job, LogLine, MetricsPoint
 from ..store import LeaseLost, Store
 from ._bus import EventBus, Item
 from ._job_cache import LiveJobs
-from ._views import event_view, job_view, log_line_view
+from ._views import event_view, job_view, log_line_view, metrics_view
 
 if TYPE_CHECKING:
     from ..jobs import LedgerEntry
@@ -48,7 +48,7 @@ class JobWriter:
         self.published_state_seq = published_state_seq
 
     async def write(self, job: Job, events: tuple[Event, ...] = (),
-                    lines: tuple[LogLine, ...] = (),
+                    lines: tuple[LogLine | MetricsPoint, ...] = (),
                     entries: tuple[LedgerEntry, ...] = ()) -> tuple[float, float]:
         """Commit under the job's lease, then publish on the bus; the account's money after.
 
@@ -67,7 +67,8 @@ class JobWriter:
         try:
             balance = await self._store.save_job(job, events, lines, entries, epoch=epoch)
             items = [Item(job.id, "event", e.seq, event_view(e, job.id)) for e in events]
-            items += [Item(job.id, "log", line.n, log_line_view(line)) for line in lines]
+            items += [Item(job.id, "log", line.n, log_line_view(line)) if isinstance(line, LogLine)
+                      else Item(job.id, "metrics", line.n, metrics_view(line)) for line in lines]
             if job.state_seq > self.published_state_seq:
                 items.append(Item(job.id, "job", job.state_seq, job_view(job, now=time.time())))
                 self.published_state_seq = job.state_seq

@@ -32,6 +32,7 @@ from ._bus import EventBus, Lagged
 from ._job_cache import LiveJobs
 from ._job_messages import CancelJob, JobMessage
 from ._planning import NO_PLAN, Planning
+from ._results import metrics_series
 from ._starter import Starter
 
 __all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
@@ -184,3 +185,10 @@ class Jobs:
         lines = [line for _, _, data in rows[:limit]
                  if (line := read_item(LogLine, data, job_id=job_id)) is not None]
         return lines, len(rows) > limit
+
+    async def list_metrics(self, account_id: str, job_id: str, *, after: int = 0,
+                           ) -> list[dict[str, float | int | None]]:
+        """The job's metrics series, one row per step with ``step > after``, in step order
+        (:func:`alallo.runtime._results.metrics_series`). Raises :class:`NotFound`."""
+        await self.get_job(account_id, job_id)
+        return await metrics_series(self._store, job_id, after=after)

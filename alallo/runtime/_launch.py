@@ -69,7 +69,8 @@ def model_refusal(model: str, *, allow_commands: bool) -> str | None:
 
 def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Catalogue,
                    workdir: Path, run_dir: Path, resume_from: str | None, training_file: str,
-                   data_format: str, fenced: bool = False) -> TrainerConfig:
+                   data_format: str, validation: tuple[str, str] | None = None,
+                   fenced: bool = False) -> TrainerConfig:
     """The config file's contents for one run of the job (``docs/trainer-protocol.md``).
 
     Args:
@@ -81,6 +82,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         resume_from: the local checkpoint directory to continue from, or None.
         training_file: the local path of the training file.
         data_format: the training file's format, as checked on upload.
+        validation: the validation file's local path and format, or None.
     """
     spec = job.spec
     hp = job.resolved_hyperparameters()
@@ -113,6 +115,11 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         init_adapter=start.path if start is not None and start.kind == "adapter" else None,
         training_file=training_file,
         data_format=data_format,  # type: ignore[arg-type]
+        validation_file=validation[0] if validation else None,
+        validation_format=validation[1] if validation else None,  # type: ignore[arg-type]
+        eval_steps=hp.get("eval_steps"),
+        early_stopping_patience=spec.early_stopping.patience if spec.early_stopping else None,
+        early_stopping_min_delta=spec.early_stopping.min_delta if spec.early_stopping else 0.0,
         output_dir=str(workdir / "model"),
         checkpoint_dir=str(run_dir / "checkpoints"),
         keep_checkpoints=None if fenced else 2,

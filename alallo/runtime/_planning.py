@@ -196,19 +196,22 @@ class Planning:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
         _suits_the_method(spec, file, "training_file")
+        eval_examples = 0
         if spec.validation_file:
             validation = await self._store.get_file(account_id, spec.validation_file)
             if validation is None:
                 raise InvalidRequest(f"no validation file {spec.validation_file!r}",
                                      param="validation_file")
             _suits_the_method(spec, validation, "validation_file")
+            self._files.remember(validation)
+            eval_examples = validation.line_count
         self._files.remember(file)
         max_steps = self._max_steps(spec, file.line_count)
         options = plan_options(
             model, spec, self._pool, max_steps=max_steps,
             tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
             cpu_price_per_hour=self._settings.cpu_price_per_hour, memory_factor=memory_factor,
-            cpu_ranks=self._settings.cpu_devices or 1)
+            cpu_ranks=self._settings.cpu_devices or 1, eval_examples=eval_examples)
         if not model.weights_here:
             # Without weights, only simulated nodes can run the model.
             simulated = {n.device.name for n in self._pool.nodes.values() if n.spec.simulated}
@@ -274,8 +277,12 @@ def _suits_the_method(spec: JobSpec, file: FileRow, field: str) -> None:
     """A preference file for ``dpo``, examples for ``supervised``; else 422 saying which.
 
     Raises:
-        InvalidRequest: the file's format is not the method's (``param=field``).
+        InvalidRequest: the file's format is not the method's, or it is no training data (a
+            job's results file) (``param=field``).
     """
+    if file.purpose != "fine-tune":
+        raise InvalidRequest(f"{file.id} is a job's {file.format} results file, not training "
+                             f"data: upload a JSONL file with purpose fine-tune", param=field)
     pairs = file.format in PREFERENCE_FORMATS
     if spec.method == "dpo" and not pairs:
         raise InvalidRequest(

@@ -120,7 +120,8 @@ class Relocation:
         if not job_ids:
             return
         jobs = await self._store.jobs_by_id(job_ids)
-        await self._files.recall_many(job.spec.training_file for job in jobs)
+        await self._files.recall_many(file for job in jobs for file in (
+            job.spec.training_file, job.spec.validation_file) if file)
         for job in jobs:
             if self._starter.request(job, cause):  # primed only for a start that will read it
                 self._checkpoints.prime([job])

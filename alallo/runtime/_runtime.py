@@ -355,23 +355,27 @@ class Runtime:
         """
         return await self.jobs.cancel_job(account_id, job_id)
 
-    async def list_events(self, account_id: str, job_id: str, *, after: int = 0,
-                          limit: int = 100) -> tuple[list[Event], bool]:
+    async def list_events(self, account_id: str, job_id: str, *, after: int = 0, limit: int = 100,
+                          ) -> tuple[list[Event], bool]:
         """A job's events, oldest first, with ``seq > after``; and whether more follow."""
         return await self.jobs.list_events(account_id, job_id, after=after, limit=limit)
 
-    async def read_log(self, account_id: str, job_id: str, *, after: int = 0,
-                       limit: int = 1000, attempt: int | None = None,
-                       ) -> tuple[list[LogLine], bool]:
+    async def read_log(self, account_id: str, job_id: str, *, after: int = 0, limit: int = 1000,
+                       attempt: int | None = None) -> tuple[list[LogLine], bool]:
         """The training log of the current (or the given) attempt, oldest line first."""
         return await self.jobs.read_log(account_id, job_id, after=after, limit=limit,
                                         attempt=attempt)
+
+    async def list_metrics(self, account_id: str, job_id: str, *, after: int = 0,
+                           ) -> list[dict[str, float | int | None]]:
+        """A job's metrics series: one row per step past ``after`` (:meth:`Jobs.list_metrics`)."""
+        return await self.jobs.list_metrics(account_id, job_id, after=after)
 
     # -- streams (alallo.runtime._streams) -----------------------------------------------
 
     def stream(self, account_id: str, job_id: str, *, after: int = 0) -> AsyncIterator[Item]:
         """Every update of a job with ``seq > after``, in order, until it ends
-        (:meth:`Streams.stream`: ``job``, ``event`` and ``log`` items).
+        (:meth:`Streams.stream`: ``job``, ``event``, ``log`` and ``metrics`` items).
 
         Raises:
             NotFound: no such job in the account.
@@ -380,11 +384,7 @@ class Runtime:
 
     def stream_batches(self, account_id: str, job_id: str, *, after: int = 0,
                        ) -> AsyncIterator[list[Item]]:
-        """:meth:`stream`, a list at a time: the items that were ready together.
-
-        Raises:
-            NotFound: no such job in the account.
-        """
+        """:meth:`stream`, a list at a time: the items ready together. Raises :class:`NotFound`."""
         return self.streams.stream_batches(account_id, job_id, after=after)
 
     def stream_jobs(self, account_id: str, *, after: int = 0) -> AsyncIterator[Item]:

@@ -10,10 +10,10 @@ from typing import Any
 
 from .. import api
 from .._status import JobStatus
-from ..jobs import Event, Job, LogLine
+from ..jobs import Event, Job, LogLine, MetricsPoint
 from ..store import Store, read_item
 from ._bus import EventBus, Item, Lagged
-from ._views import event_view, job_view, log_line_view
+from ._views import event_view, job_view, log_line_view, metrics_view
 
 __all__ = ["FEED_PAGE", "Streams"]
 
@@ -43,8 +43,8 @@ class Streams:
                      ) -> AsyncIterator[Item]:
         """Every update of a job with ``seq > after``, in order, until it ends.
 
-        Yields ``job`` items (the whole job object), ``event`` items and
-        ``log`` items. What happened before the call comes from the store
+        Yields ``job`` items (the whole job object), ``event`` items, ``log``
+        items and ``metrics`` items (the figures of one report of the trainer). What happened before the call comes from the store
         (only the latest job state, not every intermediate one); then live
         updates follow from the bus with no gap and no repeat. Ends after the
         job's final state.
@@ -73,7 +73,8 @@ class Streams:
             with self._bus.subscribe(job_id=job_id) as subscription:
                 job = await self._get_job(account_id, job_id)
                 backlog = [Item(job_id, kind, seq, public)
-                           for kind, seq, data in await self._store.items_after(job_id, cursor)
+                           for kind, seq, data in await self._store.items_after(
+                               job_id, cursor, kinds=("event", "log", "metrics"))
                            if (public := _public_item(job_id, kind, data)) is not None]
                 if job.state_seq > cursor:
                     backlog.append(Item(job_id, "job", job.state_seq, job_view(job, now=time.time())))
@@ -141,9 +142,12 @@ class Streams:
 
 
 def _public_item(job_id: str, kind: str, data: dict[str, Any],
-                 ) -> api.JobEvent | api.TrainingLogLine | None:
+                 ) -> api.JobEvent | api.TrainingLogLine | api.JobMetrics | None:
     if kind == "event":
         event = read_item(Event, data, job_id=job_id)
         return event_view(event, job_id) if event is not None else None
+    if kind == "metrics":
+        point = read_item(MetricsPoint, data, job_id=job_id)
+        return metrics_view(point) if point is not None else None
     line = read_item(LogLine, data, job_id=job_id)
     return log_line_view(line) if line is not None else None

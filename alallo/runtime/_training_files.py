@@ -70,6 +70,25 @@ class TrainingFiles:
         self._known[file_id] = row
         return row
 
+    async def save_result(self, account_id: str, file_id: str, filename: str,
+                          data: bytes) -> FileRow:
+        """Store a file a job made for the account (purpose ``fine-tune-results``, format
+        ``csv``) under ``file_id``, in place of an earlier one with that id.
+
+        Raises:
+            OSError: the storage refused the bytes; nothing is recorded.
+            StoreUnavailable: the store failed.
+        """
+        path = self._storage.local_path(file_id)
+        await trio.Path(path).write_bytes(data)
+        await self._storage.put(file_id, path)
+        row = FileRow(id=file_id, account_id=account_id, filename=filename, bytes=len(data),
+                      purpose="fine-tune-results", created_at=int(time.time()),
+                      line_count=max(data.count(b"\n") - 1, 0), format="csv",
+                      sha256=hashlib.sha256(data).hexdigest(), path=str(path))
+        await self._store.insert_file(row, replace=True)
+        return row
+
     async def get(self, account_id: str, file_id: str) -> FileRow:
         """One of the account's files. Raises :class:`NotFound`."""
         row = await self._store.get_file(account_id, file_id)

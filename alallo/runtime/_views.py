@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from .. import api
 from .._trainer_registry import TrainerInfo
 from ..capacity import CatalogueModel, Placement, Pool
-from ..jobs import Event, Job, LogLine, Plan, TimeRange, time_left
+from ..jobs import Event, Job, LogLine, MetricsPoint, Plan, TimeRange, time_left
 from ..store import FileRow
-from ._checkpoint_list import JobCheckpoint
+from ._checkpoint_list import CHECKPOINT_FIGURES, JobCheckpoint
 from ._fine_tuned import model_id
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "file_view",
     "job_view",
     "log_line_view",
+    "metrics_row_view",
+    "metrics_view",
     "model_view",
     "nodes_view",
     "page",
@@ -115,6 +117,8 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "fine_tuned_model": model_id(job) if job.fine_tuned_model else None,
         "fine_tuned_model_path": job.fine_tuned_model,
         "model_revision": job.model_revision,
+        "result_files": list(job.result_files),
+        "early_stopping": spec.early_stopping.model_dump() if spec.early_stopping else None,
         "error": ({"code": job.error.code, "message": job.error.message,
                    "param": job.error.param} if job.error else None),
         "seq": job.state_seq,
@@ -146,6 +150,20 @@ def log_line_view(line: LogLine) -> api.TrainingLogLine:
     return {"n": line.n, "at": round(line.at, 3), "text": line.text, "attempt": line.attempt}
 
 
+def metrics_view(point: MetricsPoint) -> api.JobMetrics:
+    """One report of figures (a ``metrics`` stream item): ``step``, ``epoch`` and the
+    figures it brought; those it did not bring are left out."""
+    view: dict[str, Any] = {"object": "fine_tuning.job.metrics", "step": point.step,
+                            "epoch": point.epoch, **point.figures()}
+    return view  # type: ignore[return-value]  # a partial JobMetrics: what one report brought
+
+
+def metrics_row_view(row: dict[str, float | int | None]) -> api.JobMetrics:
+    """One step of the metrics series (:func:`alallo.jobs.series`): every figure, None
+    where it was not measured."""
+    return {"object": "fine_tuning.job.metrics", **row}  # type: ignore[typeddict-item]
+
+
 def checkpoint_view(checkpoint: JobCheckpoint) -> api.Checkpoint:
     """A saved checkpoint, as OpenAI's ``fine_tuning.job.checkpoint``."""
     return {
@@ -155,7 +173,8 @@ def checkpoint_view(checkpoint: JobCheckpoint) -> api.Checkpoint:
         "fine_tuned_model_checkpoint": checkpoint.path,
         "fine_tuning_job_id": checkpoint.job_id,
         "step_number": checkpoint.step,
-        "metrics": {"step": checkpoint.step, "train_loss": checkpoint.train_loss},
+        "metrics": {"step": checkpoint.step, "train_loss": checkpoint.train_loss,
+                    **{name: checkpoint.figures.get(name) for name in CHECKPOINT_FIGURES}},  # type: ignore[typeddict-item]
     }
 
 

@@ -43,9 +43,13 @@ class FileRows:
         async def _read(self, fn: Callable[[sa.Connection], T]) -> T: ...
         async def _write(self, fn: Callable[[sa.Connection], T]) -> T: ...
 
-    async def insert_file(self, row: FileRow) -> None:
-        """Store a checked file's record."""
-        await self._write(lambda c: c.execute(files.insert().values(**row.__dict__)))
+    async def insert_file(self, row: FileRow, *, replace: bool = False) -> None:
+        """Store a checked file's record; with ``replace``, in place of one with its id."""
+        def run(c: sa.Connection) -> None:
+            if replace:
+                c.execute(files.delete().where(files.c.id == row.id))
+            c.execute(files.insert().values(**row.__dict__))
+        await self._write(run)
 
     async def get_file(self, account_id: str, file_id: str) -> FileRow | None:
         """One of the account's files, or None."""
@@ -77,8 +81,12 @@ class FileRows:
     async def delete_file(self, account_id: str, file_id: str) -> bool:
         """Forget a file unless a live job uses it; True when it was deleted."""
         def run(c: sa.Connection) -> bool:
-            in_use = c.execute(sa.select(jobs.c.id).where(
-                jobs.c.training_file == file_id, jobs.c.status.in_(LIVE_STATUSES))).first()
+            live = jobs.c.status.in_(LIVE_STATUSES)
+            in_use = c.execute(sa.select(jobs.c.id).where(live, sa.or_(
+                jobs.c.training_file == file_id,
+                # a validation file: named in the job's state (its spec), compact JSON
+                sa.and_(jobs.c.account_id == account_id, jobs.c.state.contains(
+                    f'"validation_file":"{file_id}"', autoescape=True))))).first()
             if in_use:
                 return False
             c.execute(files.delete().where(files.c.id == file_id,

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._errors import LeaseLost
-from ..jobs import Event, Job, LedgerEntry, LogLine
+from ..jobs import Event, Job, LedgerEntry, LogLine, MetricsPoint
 from ._schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
 
 __all__ = ["Save", "balance_of", "save_many"]
@@ -90,7 +90,8 @@ class Save:
     job: Job
     state: str
     events: tuple[Event, ...]
-    log: tuple[LogLine, ...]
+    log: tuple[LogLine | MetricsPoint, ...]
+    """Log lines and metrics points, stored as job items of kind ``log`` and ``metrics``."""
     entries: tuple[LedgerEntry, ...]
     insert: bool
     epoch: int | None
@@ -134,8 +135,9 @@ def save_many(c: sa.Connection, saves: Sequence[Save], notify_as: str | None) ->
         job = s.job
         rows += [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
                   "data": e.model_dump_json()} for e in s.events]
-        rows += [{"job_id": job.id, "seq": line.n, "kind": "log", "attempt": line.attempt,
-                  "data": line.model_dump_json()} for line in s.log]
+        rows += [{"job_id": job.id, "seq": line.n, "attempt": line.attempt,
+                  "kind": "log" if isinstance(line, LogLine) else "metrics",
+                  "data": line.model_dump_json(exclude_none=True)} for line in s.log]
     if rows:
         c.execute(_INSERT_ITEMS, rows)
     _touch_feeds(c, [s.job for s in saves], {s.job.id for s in saves if s.insert})

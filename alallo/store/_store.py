@@ -24,7 +24,7 @@ import trio
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from .._errors import LeaseLost, StoreUnavailable
-from ..jobs import Event, Job, LedgerEntry, LogLine
+from ..jobs import Event, Job, LedgerEntry, LogLine, MetricsPoint
 from ._accounts import AccountRows
 from ._files import FileRow, FileRows
 from ._group_commit import GroupCommit
@@ -165,10 +165,11 @@ class Store(AccountRows, FileRows, SessionRows):
     # -- jobs ----------------------------------------------------------------
 
     async def save_job(self, job: Job, events: Sequence[Event] = (),
-                       log: Sequence[LogLine] = (), entries: Sequence[LedgerEntry] = (),
+                       log: Sequence[LogLine | MetricsPoint] = (), entries: Sequence[LedgerEntry] = (),
                        *, insert: bool = False, epoch: int | None = None,
                        owner: str | None = None) -> tuple[float, float]:
-        """Persist a job's new state with the events, log lines and ledger entries it made.
+        """Persist a job's new state with the events, log lines (and metrics points) and ledger
+        entries it made.
 
         One transaction: the job, its items, its ledger entries and the
         account's balance change together, committed before this returns. A

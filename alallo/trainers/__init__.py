@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._protocol import Error as Error
     from ._protocol import Integration as Integration
     from ._protocol import Log as Log
+    from ._protocol import Metrics as Metrics
     from ._protocol import Progress as Progress
     from ._protocol import Stage as Stage
     from ._protocol import TrainerConfig as TrainerConfig
@@ -42,6 +43,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Error": ("._protocol", "Error"),
     "Integration": ("._protocol", "Integration"),
     "Log": ("._protocol", "Log"),
+    "Metrics": ("._protocol", "Metrics"),
     "Progress": ("._protocol", "Progress"),
     "Stage": ("._protocol", "Stage"),
     "TrainerConfig": ("._protocol", "TrainerConfig"),
@@ -59,6 +61,7 @@ __all__ = [
     "Error",
     "Integration",
     "Log",
+    "Metrics",
     "Progress",
     "Stage",
     "TrainerConfig",

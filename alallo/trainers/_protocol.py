@@ -26,6 +26,7 @@ __all__ = [
     "Error",
     "Integration",
     "Log",
+    "Metrics",
     "Progress",
     "Stage",
     "TrainerConfig",
@@ -70,6 +71,16 @@ class TrainerConfig(BaseModel):
     """A JSONL file already checked on upload."""
     data_format: Literal["text", "messages", "prompt_completion", "preference",
                          "chosen_rejected"]
+    validation_file: str | None = None
+    """A JSONL file to evaluate on (checked on upload), or None: no evaluation."""
+    validation_format: Literal["text", "messages", "prompt_completion", "preference",
+                               "chosen_rejected"] | None = None
+    eval_steps: int | None = Field(default=None, gt=0)
+    """Evaluate every this many steps and at the last; None: at every checkpoint."""
+    early_stopping_patience: int | None = Field(default=None, gt=0)
+    """Stop after this many evaluations without improvement (None: never stop early); a
+    checkpoint is saved at every evaluation, and the model is the best one."""
+    early_stopping_min_delta: float = Field(default=0.0, ge=0)
     method: Literal["supervised", "dpo"] = "supervised"
     """``supervised`` (TRL's ``SFTTrainer``) or ``dpo`` (its ``DPOTrainer``, on preference
     pairs)."""
@@ -141,14 +152,15 @@ class Log(_Message):
 
 
 class Stage(_Message):
-    """A milestone before training: the model or data is loaded, training starts.
+    """A milestone before training: the model, the training or the validation data is
+    loaded, training starts.
 
     ``hash`` identifies the artifact the stage concerns (model or data), as
     the events list shows it.
     """
 
     type: Literal["stage"] = "stage"
-    stage: Literal["model_loaded", "data_loaded", "training_start"]
+    stage: Literal["model_loaded", "data_loaded", "validation_loaded", "training_start"]
     hash: str | None = None
 
 
@@ -163,6 +175,26 @@ class Progress(_Message):
     memory_gb: float | None = None
     """Peak device memory so far, GB (per device); a job that needs more than its
     placement has is re-scheduled on a bigger one."""
+
+
+class Metrics(_Message):
+    """Figures at ``step``: the training figures of a logging step, or the validation
+    figures of an evaluation (names: :data:`alallo.jobs.FIGURES`); each is optional."""
+
+    type: Literal["metrics"] = "metrics"
+    step: int = Field(ge=0)
+    epoch: float | None = None
+    train_loss: float | None = None
+    train_mean_token_accuracy: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    tokens_per_s: float | None = None
+    valid_loss: float | None = None
+    valid_mean_token_accuracy: float | None = None
+    full_valid_loss: float | None = None
+    full_valid_mean_token_accuracy: float | None = None
+    reward_accuracy: float | None = None
+    reward_margin: float | None = None
 
 
 class Checkpoint(_Message):
@@ -180,6 +212,11 @@ class Done(_Message):
     type: Literal["done"] = "done"
     model_path: str
     hash: str | None = None
+    stopped_at: int | None = None
+    """Set when training stopped early (``early_stopping_patience``): the last step run."""
+    best_step: int | None = None
+    """With ``stopped_at``: the step of the checkpoint saved as the model (the best
+    validation loss)."""
 
 
 class Integration(_Message):
@@ -199,16 +236,12 @@ class Error(_Message):
     message: str
 
 
-TrainerMessage = Annotated[
-    Log | Stage | Progress | Checkpoint | Done | Error | Integration,
-    Field(discriminator="type"),
-]
-_ADAPTER: TypeAdapter[Log | Stage | Progress | Checkpoint | Done | Error | Integration] = (
-    TypeAdapter(TrainerMessage)
-)
+AnyMessage = Log | Stage | Progress | Metrics | Checkpoint | Done | Error | Integration
+TrainerMessage = Annotated[AnyMessage, Field(discriminator="type")]
+_ADAPTER: TypeAdapter[AnyMessage] = TypeAdapter(TrainerMessage)
 
 
-def parse_line(line: str) -> Log | Stage | Progress | Checkpoint | Done | Error | Integration:
+def parse_line(line: str) -> AnyMessage:
     """Parse one line a trainer printed.
 
     A line that is not a protocol message (plain text, a library's warning)

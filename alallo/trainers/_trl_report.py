@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from ._data import tree_hash
 from ._fence import exit_if_superseded
-from ._protocol import Checkpoint, Done, Error, Integration, Log, Progress, Stage, emit
+from ._protocol import AnyMessage, Checkpoint, Log, Metrics, Progress, emit
 from ._wandb import WandbRun
 
 __all__ = ["NOT_HASHED", "ProtocolOut", "checkpoint_step", "model_hash", "progress_callback"]
@@ -46,7 +48,7 @@ class ProtocolOut:
     def __exit__(self, *exc_info: object) -> None:
         sys.stdout = self._stream
 
-    def __call__(self, message: Log | Stage | Progress | Checkpoint | Done | Error | Integration) -> None:
+    def __call__(self, message: AnyMessage) -> None:
         if self._silent:  # a rank other than 0 of a torchrun: rank 0 speaks for all
             return
         with contextlib.redirect_stdout(self._stream):
@@ -67,11 +69,23 @@ DPO_FIGURES = (("rewards/accuracies", "reward accuracy"), ("rewards/margins", "r
 scores the other, by how much, and each side's implicit reward (beta × log-ratio to the
 reference model)."""
 
+_TRAIN_FIGURES = (("loss", "train_loss"), ("mean_token_accuracy", "train_mean_token_accuracy"),
+                  ("learning_rate", "learning_rate"), ("grad_norm", "grad_norm"),
+                  ("rewards/accuracies", "reward_accuracy"), ("rewards/margins", "reward_margin"))
+"""``Trainer``/TRL log keys of a logging step, and the protocol's names for them."""
 
-def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
+
+def _number(logs: dict[str, Any], key: str) -> float | None:
+    value = logs.get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool = False) -> Any:
     """A ``transformers.TrainerCallback`` that reports each step once, in order (a
-    ``progress`` line, with the loss on logging steps), each checkpoint with its hash, and
-    the loss to W&B when ``run`` is given."""
+    ``progress`` line, with the loss on logging steps), the figures of each logging step
+    and evaluation (``metrics`` lines), each checkpoint with its hash, and the loss to W&B
+    when ``run`` is given. With ``evaluates``, the last step is evaluated too, and the
+    model's validation figures are reported as ``full_valid_*`` at the end."""
     from transformers import TrainerCallback
 
     class _ProgressCallback(TrainerCallback):
@@ -85,13 +99,22 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
         def __init__(self) -> None:
             self._reported = -1
             self._held: int | None = None
+            self._tokens = 0.0  # TRL's num_tokens at the previous logging step
+            self._busy_s = 0.0  # seconds in steps since then (no evaluation, no saving)
+            self._step_began = 0.0
+            self._evaluated: dict[int, Metrics] = {}
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._step_began = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._busy_s += time.perf_counter() - self._step_began
             if control.should_save:  # a superseded run saves nothing (a cut-off node's)
                 exit_if_superseded()
             self._flush(state)
             if state.global_step >= state.max_steps:
                 control.should_log = True  # the last step's loss, not just every logging_steps
+                control.should_evaluate = control.should_evaluate or evaluates
             if control.should_log:
                 self._held = state.global_step
             else:
@@ -105,7 +128,11 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
             logs: dict[str, Any] | None = None,
             **kwargs: Any,
         ) -> None:
-            if self._held == state.global_step and logs is not None and "loss" in logs:
+            if logs is None:
+                return
+            if "eval_loss" in logs:
+                self._evaluation(state, logs)
+            elif self._held == state.global_step and "loss" in logs:
                 self._held = None
                 self._report(state, float(logs["loss"]), logs)
 
@@ -117,11 +144,34 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self._flush(state)
+            best = getattr(state, "best_global_step", None)
+            step = best if best in self._evaluated else max(self._evaluated, default=None)
+            if step is not None:  # the model's own figures: the best checkpoint's, or the last
+                final = self._evaluated[step]
+                out(Metrics(step=step, full_valid_loss=final.valid_loss,
+                            full_valid_mean_token_accuracy=final.valid_mean_token_accuracy))
 
         def _flush(self, state: Any) -> None:
             if self._held is not None:
                 self._held = None
                 self._report(state, None)
+
+        def _evaluation(self, state: Any, logs: dict[str, Any]) -> None:
+            self._flush(state)
+            step = state.global_step
+            figures = Metrics(step=step, epoch=state.epoch,
+                              valid_loss=_number(logs, "eval_loss"),
+                              valid_mean_token_accuracy=_number(logs,
+                                                                "eval_mean_token_accuracy"))
+            self._evaluated[step] = figures
+            out(figures)
+            accuracy = figures.valid_mean_token_accuracy
+            out(Log(text=f"Step {step}/{state.max_steps}: validation loss "
+                         f"{figures.valid_loss:.4f}"
+                         + (f", mean token accuracy {accuracy:.4f}" if accuracy is not None
+                            else "")))
+            if run is not None and figures.valid_loss is not None:
+                run.log({"eval/loss": figures.valid_loss}, step=step)
 
         def _report(self, state: Any, loss: float | None,
                     logs: dict[str, Any] | None = None) -> None:
@@ -130,14 +180,29 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None) -> Any:
                 return
             self._reported = step
             out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
-            if loss is not None:
-                out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
-                if run is not None:
-                    run.log({"train/loss": loss}, step=step)
-            if logs and "rewards/accuracies" in logs:  # DPO's own figures (TRL's names)
+            if loss is None or logs is None:
+                return
+            out(Metrics.model_validate({
+                "step": step, "epoch": state.epoch, "tokens_per_s": self._pace(logs),
+                **{name: _number(logs, key) for key, name in _TRAIN_FIGURES}}))
+            out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
+            if run is not None:
+                run.log({"train/loss": loss}, step=step)
+            if "rewards/accuracies" in logs:  # DPO's own figures (TRL's names)
                 out(Log(text=f"Step {step}/{state.max_steps}: " + ", ".join(
                     f"{name} {float(logs[key]):.4f}" for key, name in DPO_FIGURES
                     if key in logs)))
+
+        def _pace(self, logs: dict[str, Any]) -> float | None:
+            """Tokens per second of training since the previous logging step: TRL's
+            ``num_tokens`` (every rank's, counted from 0 by each run) over the seconds
+            spent in steps, evaluations and checkpoints left out."""
+            tokens, busy = _number(logs, "num_tokens"), self._busy_s
+            self._busy_s = 0.0
+            if tokens is None or busy <= 0:
+                return None
+            before, self._tokens = self._tokens, tokens
+            return round((tokens - before) / busy, 1)
 
     return _ProgressCallback()
 

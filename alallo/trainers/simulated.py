@@ -40,6 +40,7 @@ from ._protocol import (
     Done,
     Error,
     Log,
+    Metrics,
     Progress,
     Stage,
     TrainerConfig,
@@ -115,6 +116,11 @@ def _train(config: TrainerConfig) -> None:
     emit(Stage(stage="model_loaded", hash=_model_hash(config)))
     emit(Log(text=f"Loaded {len(rows)} training examples"))
     emit(Stage(stage="data_loaded", hash=file_hash(Path(config.training_file))))
+    if config.validation_file:
+        valid = read_rows(Path(config.validation_file),
+                          config.validation_format or config.data_format)
+        emit(Log(text=f"Loaded {len(valid)} validation examples"))
+        emit(Stage(stage="validation_loaded", hash=file_hash(Path(config.validation_file))))
     start = 0
     if config.resume_from is not None:
         start = _checkpoint_step(Path(config.resume_from))
@@ -137,9 +143,17 @@ def _train(config: TrainerConfig) -> None:
         emit(Progress(step=step, max_steps=config.max_steps, epoch=epoch, loss=loss,
                       memory_gb=memory))
         if loss is not None:
+            emit(Metrics(step=step, epoch=epoch, train_loss=loss,
+                         learning_rate=config.learning_rate))
             emit(Log(text=f"Step {step}/{config.max_steps}: loss {loss:.4f}"))
             if run is not None:
                 run.log({"train/loss": loss}, step=step)
+        if config.validation_file and (last or step % (config.eval_steps or config.save_steps)
+                                       == 0):
+            valid_loss = fake_loss(step) + 0.1  # a made-up figure a little above training's
+            emit(Metrics(step=step, epoch=epoch, valid_loss=valid_loss,
+                         full_valid_loss=valid_loss if last else None))
+            emit(Log(text=f"Step {step}/{config.max_steps}: validation loss {valid_loss:.4f}"))
         if last or step % config.save_steps == 0:
             exit_if_superseded()  # a superseded run (a cut-off node's) saves nothing
             path = _save_checkpoint(Path(config.checkpoint_dir), step, config.keep_checkpoints)

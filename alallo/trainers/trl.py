@@ -7,15 +7,24 @@
 builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
 
 1. ``Log`` + ``Stage(model_loaded)`` (hash: the model's ``config.json``),
-   ``Stage(data_loaded)`` (hash: the training file), ``Stage(training_start)``;
+   ``Stage(data_loaded)`` (hash: the training file), ``Stage(validation_loaded)``
+   with a validation file, ``Stage(training_start)``;
 2. one ``Progress`` per optimizer step, carrying the loss (the mean since the
    previous report, as ``Trainer`` logs it) every ``logging_steps`` and at the
-   last step, each with a ``Step N/M: loss X`` log line;
+   last step, each with a ``Metrics`` line (loss, mean token accuracy, learning
+   rate, gradient norm, tokens/s) and a ``Step N/M: loss X`` log line; with a
+   validation file, an evaluation on all of it every ``eval_steps`` (default: at
+   each checkpoint) and at the last step: a ``Metrics`` line (``valid_loss``,
+   ``valid_mean_token_accuracy``) and a ``Step N/M: validation loss X`` line; at
+   the end, the model's figures again as ``full_valid_*``. With early stopping
+   (transformers' ``EarlyStoppingCallback``) a checkpoint is saved at each
+   evaluation, and the model saved is the best one;
 3. a ``Checkpoint`` per ``Trainer`` checkpoint (``checkpoint_dir/checkpoint-<step>``,
    every ``save_steps`` and at the last step; the newest two are kept), its
    hash a digest of its files but the optimizer, scheduler and RNG state;
 4. the model saved to ``output_dir`` (LoRA: the adapter; full: the whole
-   model; both with the tokenizer), then ``Done`` and exit 0.
+   model; both with the tokenizer), then ``Done`` (with ``stopped_at`` and
+   ``best_step`` when it stopped early) and exit 0.
 
 What the user gave is the user's to fix: a bad data line, an impossible
 setting, or their own model (an absolute path, not a catalogue name) that
@@ -148,6 +157,9 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')
     data_file = Path(config.training_file)
     rows = read_rows(data_file, config.data_format)
+    validation_rows = (read_rows(Path(config.validation_file),
+                                 config.validation_format or config.data_format)
+                       if config.validation_file else None)
     resume_step = checkpoint_step(Path(config.resume_from)) if config.resume_from else None
 
     if not (model_dir / "config.json").is_file():
@@ -191,6 +203,11 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     dataset = Dataset.from_list(rows)
     out(Log(text=f"Loaded {len(rows)} training examples"))
     out(Stage(stage="data_loaded", hash=file_hash(data_file)))
+    eval_dataset = None
+    if validation_rows is not None and config.validation_file:
+        eval_dataset = Dataset.from_list(validation_rows)
+        out(Log(text=f"Loaded {len(validation_rows)} validation examples"))
+        out(Stage(stage="validation_loaded", hash=file_hash(Path(config.validation_file))))
 
     max_length = config.max_seq_length
     model_max = getattr(model.config, "max_position_embeddings", None)
@@ -202,7 +219,7 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         out(Log(text=f"Distributed training: world size {world_size()}, "
                      f"backend {'nccl' if cuda else 'gloo'}"))
     trainer = _build_trainer(
-        config, model, tokenizer, dataset, out, run,
+        config, model, tokenizer, (dataset, eval_dataset), out, run,
         max_length=max_length, cuda=cuda, bf16=bf16,
     )
 
@@ -213,18 +230,24 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     if run is not None:
         run.finish()
     exit_if_superseded()
-    trainer.save_model(config.output_dir)  # by rank 0 only, under torchrun
+    trainer.save_model(config.output_dir)  # the best checkpoint's, when it stopped early
     if rank() != 0:
         return  # rank 0 may still be writing the model: only it hashes and reports it
-    out(Log(text="Training complete"))
-    out(Done(model_path=config.output_dir, hash=model_hash(Path(config.output_dir))))
+    state = trainer.state
+    early = config.early_stopping_patience is not None and state.global_step < config.max_steps
+    best = state.best_global_step if early else None
+    out(Log(text=f"Training stopped early at step {state.global_step}: the validation loss "
+                 f"did not improve for {config.early_stopping_patience} evaluations; the "
+                 f"model is the checkpoint of step {best}" if early else "Training complete"))
+    out(Done(model_path=config.output_dir, hash=model_hash(Path(config.output_dir)),
+             stopped_at=state.global_step if early else None, best_step=best))
 
 
 def _build_trainer(
     config: TrainerConfig,
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    dataset: Dataset,
+    datasets: tuple[Dataset, Dataset | None],
     out: ProtocolOut,
     run: WandbRun | None,
     *,
@@ -234,6 +257,7 @@ def _build_trainer(
 ) -> Any:
     from transformers import PrinterCallback
 
+    dataset, eval_dataset = datasets
     common: dict[str, Any] = dict(
         output_dir=config.checkpoint_dir,
         max_steps=config.max_steps,
@@ -264,13 +288,19 @@ def _build_trainer(
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,
         max_length=max_length,
-    )
+    ) | _evaluation_args(config, evaluates=eval_dataset is not None)
     # An adapter continued from an earlier job is on the model already (with_starting_adapter).
     fresh_adapter = config.adapter == "lora" and config.init_adapter is None
     peft_config = lora_config(config, model) if fresh_adapter else None
-    callbacks = [progress_callback(out, run)]
+    callbacks = [progress_callback(out, run, evaluates=eval_dataset is not None)]
+    if config.early_stopping_patience is not None and eval_dataset is not None:
+        from transformers import EarlyStoppingCallback
+
+        callbacks.append(EarlyStoppingCallback(config.early_stopping_patience,
+                                               config.early_stopping_min_delta))
     try:
-        trainer = _trainer(config, model, tokenizer, dataset, common, peft_config, callbacks)
+        trainer = _trainer(config, model, tokenizer, (dataset, eval_dataset), common,
+                           peft_config, callbacks)
     except ValueError as exc:  # peft: "Target modules {...} not found in the base model"
         if config.lora_target_modules and "target modules" in str(exc).lower():
             raise _SettingsError(f"lora_target_modules {config.lora_target_modules}: "
@@ -280,9 +310,27 @@ def _build_trainer(
     return trainer
 
 
-def _trainer(config: TrainerConfig, model: Any, tokenizer: Any, dataset: Any,
-             common: dict[str, Any], peft_config: Any, callbacks: list[Any]) -> Any:
+def _evaluation_args(config: TrainerConfig, *, evaluates: bool) -> dict[str, Any]:
+    """``TrainingArguments`` of evaluation: every ``eval_steps`` (default: at every
+    checkpoint) on the whole validation file; with early stopping, a checkpoint at every
+    evaluation, and the best one (lowest validation loss) loaded at the end."""
+    if not evaluates:
+        return {"eval_strategy": "no"}
+    every = config.eval_steps or config.save_steps
+    args: dict[str, Any] = {"eval_strategy": "steps", "eval_steps": every,
+                            "per_device_eval_batch_size": max(1, config.batch_size // world_size())}
+    if config.early_stopping_patience is not None:
+        args |= {"save_steps": every, "load_best_model_at_end": True,
+                 "metric_for_best_model": "eval_loss", "greater_is_better": False,
+                 "restore_callback_states_from_checkpoint": True}
+    return args
+
+
+def _trainer(config: TrainerConfig, model: Any, tokenizer: Any,
+             datasets: tuple[Any, Any], common: dict[str, Any], peft_config: Any,
+             callbacks: list[Any]) -> Any:
     """TRL's trainer for the job's method: ``DPOTrainer`` or ``SFTTrainer``."""
+    dataset, eval_dataset = datasets
     if config.method == "dpo":
         # DPO (Rafailov et al. 2023) on preference pairs. The reference model is the
         # starting one: under LoRA, the model with its adapter turned off (no copy); for
@@ -291,14 +339,15 @@ def _trainer(config: TrainerConfig, model: Any, tokenizer: Any, dataset: Any,
         from trl.trainer.dpo_trainer import DPOTrainer
 
         return DPOTrainer(model=model, args=DPOConfig(**common, beta=config.beta),
-                          train_dataset=dataset, processing_class=tokenizer,
+                          train_dataset=dataset, eval_dataset=eval_dataset,
+                          processing_class=tokenizer,
                           peft_config=peft_config, callbacks=callbacks)
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
     return SFTTrainer(
-        model=model, train_dataset=dataset, processing_class=tokenizer,
-        args=SFTConfig(**common, dataset_text_field="text", packing=False),
+        model=model, train_dataset=dataset, eval_dataset=eval_dataset,
+        processing_class=tokenizer, args=SFTConfig(**common, dataset_text_field="text", packing=False),
         peft_config=peft_config, callbacks=callbacks)
 
 

@@ -170,6 +170,10 @@ class FakeContext:
         """Recorded in ``notified``."""
         self.notified.append((job_id, reason))
 
+    async def save_results(self, job: Job) -> str | None:
+        """A results file id, as if the metrics CSV were stored."""
+        return f"file-{job.id}-metrics"
+
     def record(self, commit: Commit) -> None:
         """Keep a commit, make it the stored job, wake `wait_for`."""
         self.commits.append(commit)
@@ -209,7 +213,7 @@ class FakeContext:
         return [e.type for e in self.events()]
 
     def lines(self, attempt: int | None = None) -> list[str]:
-        return [line.text for c in self.commits for line in c.lines
+        return [line.text for c in self.commits for line in c.lines if isinstance(line, LogLine)
                 if attempt is None or line.attempt == attempt]
 
     def charged_steps(self) -> list[int]:

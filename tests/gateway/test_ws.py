@@ -56,7 +56,7 @@ async def talk(client: httpx.AsyncClient, *messages: Any, until: Any = None,
 
 
 def records(frames: list[Frame]) -> list[tuple[str, int]]:
-    return [(f["stream"], f["seq"]) for f in frames if f["stream"] in {"event", "log"}]
+    return [(f["stream"], f["seq"]) for f in frames if f["stream"] in {"event", "log", "metrics"}]
 
 
 async def test_a_job_is_followed_to_done_then_the_socket_closes(

@@ -1,0 +1,82 @@
+"""Everything a run of a job needs before its trainer starts, for the job actor: the account
+still allowed what the job asks, its data files on this machine, the run's directory, the
+checkpoint it resumes from, the config file and the command.
+
+What fails here fails the run, never the actor (issue 14): the answer is then the
+trainer protocol's ``error`` line the run reports, a user's or a platform's error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import InvalidRequest
+from ..capacity import Grant
+from ..executors import hand_over
+from ..jobs import Job
+from ..trainers import Error
+from ._job_context import JobContext
+from ._launch import command_refusal, model_refusal, trainer_command, trainer_config
+
+__all__ = ["PreparedRun", "prepare_run"]
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run ready to start: its command, directory and the config's digest (16 hex)."""
+
+    command: list[str]
+    run_dir: Path
+    config_hash: str
+    resume_step: int | None
+
+
+async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | Error:
+    """Prepare the job's next run on ``grant``; or the error that ends it before it starts.
+
+    A refusal (the account lost the right to its command or model since it created the
+    job, or the operator removed the trainer it names) is the user's error; a data file
+    that cannot be fetched, or a job directory that cannot be written, the platform's.
+    """
+    trusted = await ctx.may_run_commands(job.account_id)
+    refusal = (command_refusal(job.spec.trainer, allow_commands=trusted)
+               or model_refusal(job.spec.model, allow_commands=trusted))
+    if refusal is not None:
+        return Error(kind="user", message=refusal)
+    try:  # maybe uploaded through another process: fetched here from storage_url
+        training_file, data_format = await ctx.training_file(job.spec.training_file)
+        validation = (await ctx.training_file(job.spec.validation_file)
+                      if job.spec.validation_file else None)
+    except OSError as exc:
+        return Error(kind="platform", message=f"cannot read the training file: {exc}")
+    workdir = ctx.settings.jobs_dir.resolve() / job.id
+    run_dir = workdir / f"attempt-{job.attempt + 1}"
+    # The job's directory failing (a file in its place, a full disk) is this run's
+    # platform error, restarted up to max_restarts.
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        resume_from = None
+        if job.checkpoint is not None:  # maybe saved by another process: fetch it here
+            resume_from = await ctx.checkpoint_storage.fetch(
+                job.id, job.checkpoint.path, workdir / "checkpoints")
+        config = trainer_config(job, grant, settings=ctx.settings, catalogue=ctx.catalogue,
+                                workdir=workdir, run_dir=run_dir, resume_from=resume_from,
+                                training_file=training_file, data_format=data_format,
+                                validation=validation, fenced=ctx.executor.fenced)
+        payload = config.model_dump_json(indent=2)
+        config_path = run_dir / "config.json"
+        config_path.write_text(payload)
+        hand_over(workdir, ctx.trainer_user)
+    except OSError as exc:
+        return Error(kind="platform",
+                     message=f"cannot prepare the run in the job's directory: {exc}")
+    try:
+        command = trainer_command(job, grant, config_path, python=ctx.settings.python,
+                                  registry=ctx.trainers)
+    except InvalidRequest as exc:  # the operator has removed the trainer it names
+        return Error(kind="user", message=exc.message)
+    return PreparedRun(command=command, run_dir=run_dir,
+                       config_hash=hashlib.sha256(payload.encode()).hexdigest()[:16],
+                       resume_step=job.checkpoint.step if job.checkpoint else None)
