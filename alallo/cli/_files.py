@@ -1,4 +1,4 @@
-"""``alallo files``: upload, list, show and delete training files."""
+"""``alallo files``: upload, list, show, download and delete files."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from alallo.cli._common import (
     JsonOption,
     UrlOption,
     console,
+    fail,
     open_client,
     print_json,
     timestamp,
@@ -99,6 +100,26 @@ def get_file(
     out.print(f"created at {timestamp(item.get('created_at'))}", markup=False)
     if item.get("status_details"):
         out.print(str(item["status_details"]), markup=False)
+
+
+@files_app.command("download")
+def download_file(
+    file_id: FileIdArgument,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Where to write it (default: its file name, here).")] = None,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Download a file: an uploaded one, or a job's metrics CSV (its result_files)."""
+    with open_client(url, api_key) as client:
+        item = client.get_file(file_id)
+        data = client.file_content(file_id)
+    target = output or Path(Path(str(item.get("filename") or file_id)).name)
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    console().print(f"Saved {file_id} to {target} ({len(data)} bytes)", markup=False)
 
 
 @files_app.command("delete")

@@ -108,6 +108,10 @@ class AsyncClient:
         """One file object (:meth:`Client.get_file`)."""
         return await self._driver.run(self._calls.get_file(file_id))
 
+    async def file_content(self, file_id: FileId) -> bytes:
+        """A file's bytes (:meth:`Client.file_content`)."""
+        return await self._driver.run(self._calls.file_content(file_id))
+
     async def delete_file(self, file_id: FileId) -> api.FileDeleted:
         """Delete a file (:meth:`Client.delete_file`)."""
         return await self._driver.run(self._calls.delete_file(file_id))

@@ -133,6 +133,15 @@ class Calls:
     def delete_file(self, file_id: FileId) -> Op[FileDeleted]:
         return self._json("DELETE", f"/v1/files/{file_id}")
 
+    def file_content(self, file_id: FileId) -> Op[bytes]:
+        path = f"/v1/files/{file_id}/content"
+        try:
+            response = yield Send("GET", path, self._headers(True), None, None, None, None)
+        except httpx.TransportError as exc:
+            raise transport_error(self.base_url, exc) from exc
+        raise_for_status(response)
+        return response.content
+
     # -- models, capacity and estimates ----------------------------------------
 
     def list_models(self) -> Op[ModelList]:

@@ -114,6 +114,11 @@ class Client:
         """One file object. Raises :class:`~alallo.NotFound` if the account has no such file."""
         return self._driver.run(self._calls.get_file(file_id))
 
+    def file_content(self, file_id: FileId) -> bytes:
+        """A file's bytes: an uploaded file as it was sent, or a job's metrics CSV (its
+        ``result_files``). Raises :class:`~alallo.NotFound` if the account has no such file."""
+        return self._driver.run(self._calls.file_content(file_id))
+
     def delete_file(self, file_id: FileId) -> api.FileDeleted:
         """Delete a file. Raises :class:`~alallo.Conflict` (409) while a live job uses it."""
         return self._driver.run(self._calls.delete_file(file_id))

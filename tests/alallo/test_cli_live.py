@@ -81,3 +81,36 @@ def test_unknown_ids_are_one_line(live_server: LiveServer, args: tuple[str, ...]
     result = alallo(live_server, *args, check=False)
     assert result.returncode == 1 and "no job" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_metrics_and_the_result_file_from_the_command_line(live_server: LiveServer,
+                                                            tmp_path: Path) -> None:
+    uploaded = [json.loads(alallo(live_server, "files", "upload", str(EXAMPLES / name),
+                                  "--json").stdout)["id"] for name in ("sample.jsonl",) * 2]
+    created = alallo(live_server, "jobs", "create", "--model", "alallo/tiny-gpt2",
+                     "--training-file", uploaded[0], "--validation-file", uploaded[1],
+                     "--max-steps", "20", "--trainer", "simulated", "--watch")
+    found = re.search(r"ft-[0-9a-f]{24}", created.stdout)
+    assert found is not None and "succeeded" in created.stdout, created.stdout
+    job_id = found.group(0)
+
+    table = alallo(live_server, "jobs", "metrics", job_id).stdout
+    header = next(line for line in table.splitlines() if "Step" in line)
+    assert "Train loss" in header and "Valid loss" in header and "LR" in header
+    assert "Grad norm" not in header  # the simulated trainer reports none: no empty column
+    steps = [m.group(1) for line in table.splitlines() if (m := re.match(r"\W*(\d+) ", line))]
+    assert steps == ["10", "20"], table
+    rows = alallo(live_server, "jobs", "metrics", job_id, "--csv", "--after", "10").stdout
+    assert rows.splitlines()[0].startswith("step,epoch,train_loss,")
+    assert [line.split(",")[0] for line in rows.splitlines()[1:]] == ["20"]
+
+    job = json.loads(alallo(live_server, "jobs", "get", job_id, "--json").stdout)
+    (result,) = job["result_files"]
+    target = tmp_path / "metrics.csv"
+    saved = alallo(live_server, "files", "download", result, "-o", str(target))
+    assert f"Saved {result} to {target}" in saved.stdout
+    lines = target.read_text().splitlines()
+    assert lines[0].startswith("step,train_loss,train_accuracy,valid_loss,")
+    assert [line.split(",")[0] for line in lines[1:]] == ["10", "20"]
+    missing = alallo(live_server, "files", "download", "file-nope", check=False)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr

@@ -1,0 +1,68 @@
+"""``alallo jobs metrics``: a job's metrics series as a table, or as CSV
+(``GET /v1/fine_tuning/jobs/{id}/metrics``)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from alallo.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    console,
+    open_client,
+    print_json,
+)
+from alallo.cli._jobs import JobIdArgument, jobs_app
+from alallo.cli._table import Column, fitted_table
+
+__all__ = ["metrics"]
+
+_COLUMNS = (("step", "Step", 0), ("train_loss", "Train loss", 0),
+            ("train_mean_token_accuracy", "Train acc.", 3), ("valid_loss", "Valid loss", 0),
+            ("valid_mean_token_accuracy", "Valid acc.", 3), ("learning_rate", "LR", 2),
+            ("grad_norm", "Grad norm", 4), ("tokens_per_s", "Tokens/s", 1),
+            ("reward_accuracy", "Reward acc.", 2))
+"""The table's columns: the series' key, the header, and when it is left out (0: never)."""
+
+
+@jobs_app.command("metrics")
+def metrics(
+    job_id: JobIdArgument,
+    after: Annotated[int, typer.Option(help="Only the steps after this one.")] = 0,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, a column per figure.")] = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a job's metrics, one row per logged or evaluated step: losses, accuracy, pace."""
+    with open_client(url, api_key) as client:
+        rows = list(client.list_metrics(job_id, after=after)["data"])
+    if as_json:
+        print_json({"object": "list", "data": rows, "has_more": False})
+        return
+    if as_csv:
+        names = [key for key in (rows[0] if rows else {"step": 0}) if key != "object"]
+        writer = csv.DictWriter(sys.stdout, names, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    shown = [c for c in _COLUMNS if c[0] == "step" or any(r.get(c[0]) is not None for r in rows)]
+    columns = [Column(header, keep=key in ("step", "train_loss", "valid_loss"), drop=drop)
+               for key, header, drop in shown]
+    out = console()
+    out.print(fitted_table(out, columns, [[Text(_cell(row.get(key))) for key, _, _ in shown]
+                                          for row in rows]))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e-3 or abs(value) >= 1e5 else f"{value:.4f}"
+    return str(value)
