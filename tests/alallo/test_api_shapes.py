@@ -74,7 +74,7 @@ def test_the_openapi_document_has_each_shape_by_its_name_with_its_keys() -> None
 
 
 def test_every_public_method_of_both_clients_returns_a_result_type() -> None:
-    allowed = {getattr(shapes, n) for n in shapes.__all__} | {str, StreamItem, Path}
+    allowed = {getattr(shapes, n) for n in shapes.__all__} | {str, bytes, StreamItem, Path}  # bytes: a file's content
     for name, method in inspect.getmembers(Client, inspect.isfunction):
         if name.startswith("_") or name == "close":
             continue
