@@ -246,6 +246,13 @@ async def test_a_job_end_to_end_under_trio_with_a_cut_stream(
         events = await collect(client.iter_events(job["id"]))
         lines = await collect(client.iter_log(job["id"]))
         assert job["id"] in [j["id"] async for j in client.iter_jobs()]
+        series = await client.list_metrics(job["id"], after=10)
+        final = await client.get_job(job["id"])
+        csv = await client.file_content(final["result_files"][0])
+        uploaded = await client.file_content(file["id"])
+    assert [row["step"] for row in series["data"]] == [20, 30]
+    assert [line.split(",")[0] for line in csv.decode().splitlines()] == ["step", "10", "20", "30"]
+    assert uploaded == (EXAMPLES / "sample.jsonl").read_bytes()
     seqs = [item.seq for item in followed]
     assert seqs == sorted(set(seqs)), "in order, nothing twice"
 
