@@ -39,8 +39,10 @@ async def main(data_dir: Path, steps: int) -> None:
                       f"step {progress['step']}/{progress['max_steps']}")
             elif item.kind == "event":
                 print(f"[{item.seq}] event {data['type']}: {data['message']}")
-            else:
+            elif item.kind == "log":
                 print(f"[{item.seq}] log {data['text']}")
+            elif item.kind == "metrics" and data.get("train_loss") is not None:
+                print(f"[{item.seq}] metrics step {data['step']}: loss {data['train_loss']:.4f}")
         final = await rt.get_job(account, job.id)
         print(f"finished {final.status.value}: {final.fine_tuned_model}")
 

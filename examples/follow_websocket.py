@@ -60,8 +60,10 @@ def show(frame: dict[str, Any]) -> None:
         print(f"[{frame['seq']}] job {data['id']} {data['status']} {data['progress']}")
     elif frame["stream"] == "event":
         print(f"[{frame['seq']}] event {data['type']}: {data['message']}")
-    else:
+    elif frame["stream"] == "log":
         print(f"[{frame['seq']}] log {data['text']}")
+    elif frame["stream"] == "metrics" and data.get("train_loss") is not None:
+        print(f"[{frame['seq']}] metrics step {data['step']}: loss {data['train_loss']:.4f}")
 
 
 if __name__ == "__main__":

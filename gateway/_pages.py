@@ -21,9 +21,12 @@ from alallo import NotFound, Unauthorized
 
 from ._auth import account_of, runtime_of
 
-__all__ = ["dashboard", "job_page"]
+__all__ = ["STATIC", "dashboard", "job_page"]
 
-_PAGE = Path(__file__).with_name("static") / "dashboard.html"
+STATIC = Path(__file__).with_name("static")
+"""The page and the libraries it loads (``static/vendor/<name>-<version>/``, each with its
+licence), served at ``/static`` to anyone: nothing in it is an account's."""
+_PAGE = STATIC / "dashboard.html"
 
 
 async def dashboard(request: Request, *, status_code: int = 200) -> HTMLResponse:

@@ -8,7 +8,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from alallo import Runtime
@@ -18,7 +19,7 @@ from ._errors import EXCEPTION_HANDLERS
 from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
-from ._pages import dashboard, job_page
+from ._pages import STATIC, dashboard, job_page
 from ._request_log import RequestLog
 from ._sessions import Sessions
 from ._signin import SignIn, create_link, sign_in, sign_out
@@ -36,6 +37,7 @@ async def healthz(request: Request) -> JSONResponse:
 ROUTES = [
     Route("/", dashboard),
     Route("/jobs/{job_id}", job_page),
+    Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     Route("/signin/{token}", sign_in, methods=["GET"]),
     Route("/signout", sign_out, methods=["POST"]),
     Route("/v1/dashboard/links", create_link, methods=["POST"]),

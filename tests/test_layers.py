@@ -25,6 +25,8 @@ LEVELS = {
     "alallo.cluster": 4, "alallo.settings": 4,
     # 5, 6, 7: the engine, the HTTP gateway, the command line (only `serve` imports gateway)
     "alallo.runtime": 5, "gateway": 6, "alallo.cli": 7,
+    # 6 too: the runtime seen from asyncio (guest mode), a front like the gateway
+    "alallo.aio": 6,
 }
 SAME_UNIT = {"alallo._trainer_registry": "alallo.settings"}
 """Modules that belong to another unit: the trainers the settings register."""

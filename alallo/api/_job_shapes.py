@@ -50,11 +50,16 @@ class PriceRange(TypedDict):
 
 
 class Price(TypedDict):
-    """What a job is estimated to cost, and what was charged and refunded."""
+    """What a job is estimated to cost, and what it costs (USD, to the nano-dollar)."""
 
     estimate: PriceRange
+    """The range quoted at creation; the job never costs more than its ``high``."""
     charged: float
+    """What the user pays: the steps charged less what was refunded (a failed job: 0)."""
     refunded: float
+    """Given back (a failed job, a free cancel); as the REFUND event says it."""
+    gross: float
+    """Charged before refunds."""
     currency: str
 
 

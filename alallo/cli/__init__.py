@@ -14,6 +14,7 @@ import typer
 
 from alallo.cli._accounts import accounts_app, keys_app
 from alallo.cli._capacity import capacity
+from alallo.cli._chat import chat
 from alallo.cli._dashboard import dashboard
 from alallo.cli._db import db_app
 from alallo.cli._estimate import estimate
@@ -41,6 +42,7 @@ app.add_typer(db_app, name="db")
 app.command("trainers")(trainers)
 app.command("estimate")(estimate)
 app.command("capacity")(capacity)
+app.command("chat")(chat)
 app.command("dashboard")(dashboard)
 app.command("serve")(serve)
 app.command("demo")(demo)

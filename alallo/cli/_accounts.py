@@ -34,6 +34,7 @@ from rich.table import Table
 
 from alallo._keys import KEY_ID_LENGTH, KEY_PREFIX, hash_key, key_id, new_key
 from alallo.cli._common import JsonOption, console, fail, money, print_json, timestamp
+from alallo.cli._table import Column, fitted_table
 
 if TYPE_CHECKING:
     from alallo.store import Store
@@ -153,10 +154,13 @@ def create_account(
     if as_json:
         print_json(account)
         return
+    unfunded = ("\nIt has no money yet: its jobs are refused until it has some "
+                f"(alallo accounts set {account_id} --add-balance 10)"
+                if balance + billing_limit <= 0 else "")
     console().print(
-        f"Created account [bold]{account_id}[/bold] ({name}): balance {money(balance)}, "
-        f"billing limit {money(billing_limit)}"
-        f"{', may run its own trainer commands' if allow_commands else ''}.\n"
+        f"Created account [bold]{account_id}[/bold] ({name}): starting balance "
+        f"{money(balance)}, billing limit {money(billing_limit)}"
+        f"{', may run its own trainer commands' if allow_commands else ''}.{unfunded}\n"
         f"Give it a key: alallo keys create --account {account_id}", soft_wrap=True)
 
 
@@ -169,34 +173,51 @@ def list_accounts(data_dir: DataDirOption = None, database_url: DatabaseUrlOptio
     if as_json:
         print_json({"object": "list", "data": rows, "has_more": False})
         return
-    table = Table("ID", "Name", "Balance", "Billing limit", "Commands", "Created at")
-    for row in rows:
-        table.add_row(row["id"], row["name"], money(row["balance"]),
-                      money(row["billing_limit"]), "allowed" if row["allow_commands"] else "-",
-                      timestamp(row["created_at"]))
-    console().print(table)
+    out = console()  # ids and amounts whole on any width; the name wraps, the rest goes first
+    columns = [Column("ID", keep=True), Column("Name"), Column("Balance", keep=True),
+               Column("Billing limit", keep=True, drop=1), Column("Commands", drop=3),
+               Column("Created at", drop=2)]
+    out.print(fitted_table(out, columns, [
+        [row["id"], row["name"], money(row["balance"]), money(row["billing_limit"]),
+         "allowed" if row["allow_commands"] else "-", timestamp(row["created_at"])]
+        for row in rows]))
 
 
 @accounts_app.command("set")
 def set_account(
     account: Annotated[str, typer.Argument(help="The account's id, acct-…", show_default=False)],
-    allow_commands: Annotated[bool, typer.Option(
+    allow_commands: Annotated[bool | None, typer.Option(
         "--allow-commands/--no-allow-commands", show_default=False,
         help="Whether the account may run a command of its own as a job's trainer "
-             "(otherwise only the trainers you register, docs/security.md).")],
+             "(otherwise only the trainers you register, docs/security.md).")] = None,
+    add_balance: Annotated[float, typer.Option(
+        "--add-balance", help="Add this much (USD) to its balance (negative: take).")] = 0.0,
+    billing_limit: Annotated[float | None, typer.Option(
+        "--billing-limit", min=0.0, help="How far below zero (USD) the balance may go.")] = None,
     data_dir: DataDirOption = None,
     database_url: DatabaseUrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Change what an account may do; its jobs that have not started yet obey the change."""
+    """Change an account: its money, or what it may do (its jobs that have not started yet
+    obey the change)."""
+    if allow_commands is None and not add_balance and billing_limit is None:
+        fail("say what to change: --add-balance, --billing-limit or --allow-commands")
+    if not math.isfinite(add_balance):
+        fail("the amount must be a finite number")
     with open_store(data_dir, database_url) as store:
-        _run(store.set_allow_commands, account, allow_commands)
+        if allow_commands is not None:
+            _run(store.set_allow_commands, account, allow_commands)
+        if add_balance or billing_limit is not None:
+            _run(partial(store.fund_account, account, add=add_balance,
+                         billing_limit=billing_limit))
         row = _run(store.get_account, account)
     if as_json:
         print_json(row)
         return
-    console().print(f"Account {account} {'may' if allow_commands else 'may not'} run its own "
-                    "trainer commands.", soft_wrap=True)
+    said = [f"balance {money(row['balance'])}, billing limit {money(row['billing_limit'])}"]
+    if allow_commands is not None:
+        said.append(f"{'may' if allow_commands else 'may not'} run its own trainer commands")
+    console().print(f"Account {account}: {'; '.join(said)}.", soft_wrap=True)
 
 
 # -- keys -----------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -75,6 +75,9 @@ def create(
     learning_rate: LearningRateOption = None,
     lora_rank: LoraRankOption = None,
     validation_file: Annotated[str | None, typer.Option(help="A file id to evaluate on.")] = None,
+    method: Annotated[Literal["supervised", "dpo"] | None, typer.Option(
+        help="supervised (examples) or dpo (preference pairs).")] = None,
+    beta: Annotated[float | None, typer.Option(min=0.0, help="DPO's beta (default 0.1).")] = None,
     name: Annotated[str | None, typer.Option(help="A name for the Jobs tab.")] = None,
     suffix: Annotated[
         str | None, typer.Option(help="Added to the fine-tuned model's name.")
@@ -93,16 +96,20 @@ def create(
     asked to confirm it (``--yes`` skips the question; scripts are not asked).
     """
     hyperparameters = hyperparameter_fields(epochs, max_steps, batch_size, learning_rate, lora_rank)
+    if beta is not None:
+        hyperparameters["beta"] = beta
     with open_client(url, api_key) as client:
         if not as_json:
             quote = client.estimate(
-                model=model, training_file=training_file, adapter=adapter, precision=precision,
-                goal=goal, hyperparameters=hyperparameters, trainer=trainer)
+                model=model, training_file=training_file, validation_file=validation_file,
+                method=method, adapter=adapter, precision=precision, goal=goal,
+                hyperparameters=hyperparameters, trainer=trainer)
             confirm(quote, ask=not yes and sys.stdin.isatty(), trainer=trainer)
         job = client.create_job(
             model=model,
             training_file=training_file,
             validation_file=validation_file,
+            method=method,
             name=name,
             suffix=suffix,
             adapter=adapter,
@@ -138,9 +145,11 @@ def list_jobs(
         console().print("No jobs yet. Create one with `alallo jobs create`.", markup=False)
         return
     out = console()
-    columns = [Column("ID", keep=True), Column("Name", drop=4), Column("Model", drop=3),
+    # The name stays on any width (it wraps): the model, the method, then the progress
+    # and the time left go first.
+    columns = [Column("ID", keep=True), Column("Name"), Column("Model", drop=4),
                Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=2),
-               Column("Time left", drop=1), Column("Price", keep=True)]
+               Column("Time left", drop=3), Column("Price", keep=True)]
     rows: list[list[str | Text]] = [
         [
             job["id"],

@@ -21,10 +21,25 @@ from alallo._status import JobStatus
 from alallo.cli._common import STATUS_STYLES, money, status_text, time_left_text
 from alallo.client import Client
 
-__all__ = ["watch_job"]
+__all__ = ["SPARK_POINTS", "sparkline", "watch_job"]
 
 # Log lines carry the loss in the trainer's words ("loss 2.31", "loss=2.31", "'loss': 2.31").
 _LOSS = re.compile(r"\bloss\b\W{0,4}([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", re.IGNORECASE)
+_ECHOED = frozenset({"CHECKPOINT_SAVE", "EVAL_COMPLETE", "EPOCH_COMPLETE"})
+"""Events the log says already (the checkpoint, the evaluation) or that add a line per epoch
+to a short run: printed once, by the log, or not at all."""
+_BLOCKS = "▁▂▃▄▅▆▇█"
+SPARK_POINTS = 24
+"""Training losses the sparkline beside the bar shows, the newest last."""
+
+
+def sparkline(values: list[float]) -> str:
+    """``values`` as a line of block characters, lowest ``▁`` to highest ``█`` (one per value;
+    all alike: all ``▄``)."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    if high - low < 1e-12:
+        return _BLOCKS[3] * len(values)
+    return "".join(_BLOCKS[round((v - low) / (high - low) * (len(_BLOCKS) - 1))] for v in values)
 
 
 def watch_job(client: Client, job_id: str, *, console: Console | None = None) -> dict[str, Any]:
@@ -61,6 +76,8 @@ def watch_job(client: Client, job_id: str, *, console: Console | None = None) ->
                 view.show_log(item.data)
             elif item.kind == "event":
                 view.show_event(item.data)
+            elif item.kind == "metrics":
+                view.show_metrics(item.data)
     if job is None:
         job = dict(client.get_job(job_id))
     _print_outcome(console, job)
@@ -73,6 +90,7 @@ class _View:
     def __init__(self, console: Console) -> None:
         self._console = console
         self._state: tuple[Any, Any] | None = None
+        self._losses: list[float] = []
         self._progress: Progress | None = None
         if console.is_terminal and not console.is_dumb_terminal:
             self._progress = Progress(
@@ -124,10 +142,22 @@ class _View:
         text = str(line.get("text", ""))
         self._console.print(text, markup=False, highlight=False)
         loss = _LOSS.search(text)
-        if loss is not None and self._progress is not None:
-            self._progress.update(self._task, loss=f"loss {loss.group(1)}")
+        if loss is not None and self._progress is not None and not self._losses:
+            self._progress.update(self._task, loss=f"loss {loss.group(1)}")  # no metrics lines
+
+    def show_metrics(self, point: dict[str, Any]) -> None:
+        """A training loss: beside the bar, with the sparkline of the recent ones."""
+        loss = point.get("train_loss")
+        if not isinstance(loss, int | float):
+            return
+        self._losses = [*self._losses, float(loss)][-SPARK_POINTS:]
+        if self._progress is not None:
+            self._progress.update(self._task,
+                                  loss=f"loss {loss:.4f} {sparkline(self._losses)}")
 
     def show_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") in _ECHOED:
+            return
         text = Text(f"{event.get('type', '')}: {event.get('message', '')}", style="dim")
         self._console.print(text, highlight=False)
 

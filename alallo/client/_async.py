@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import TracebackType
-from typing import Self, Unpack
+from typing import Any, Self, Unpack
 
 import httpx
 
@@ -218,6 +218,11 @@ class AsyncClient:
     async def dashboard_link(self) -> str:
         """A one-time dashboard sign-in URL (:meth:`Client.dashboard_link`)."""
         return await self._driver.run(self._calls.dashboard_link())
+
+    async def chat_completion(self, model: str, messages: list[dict[str, str]],
+                              **params: Any) -> api.ChatCompletion:
+        """One answer of a model (:meth:`Client.chat_completion`)."""
+        return await self._driver.run(self._calls.chat_completion(model, messages, params))
 
     async def healthz(self) -> api.Health:
         """The server's health answer; needs no API key."""

@@ -23,6 +23,7 @@ from alallo._keys import DEFAULT_DATA_DIR, read_key_file
 from alallo._types import FileId, JobId, Seq
 from alallo.api import (
     Capacity,
+    ChatCompletion,
     Checkpoint,
     CheckpointList,
     Estimate,
@@ -247,6 +248,11 @@ class Calls:
     def dashboard_link(self) -> Op[str]:
         answer = yield from self._json("POST", "/v1/dashboard/links")
         return self.base_url + str(answer["path"])
+
+    def chat_completion(self, model: str, messages: list[dict[str, str]],
+                        params: Mapping[str, Any]) -> Op[ChatCompletion]:
+        return self._json("POST", "/v1/chat/completions",
+                          json={"model": model, "messages": messages, **params})
 
     def healthz(self) -> Op[Health]:
         return self._json("GET", "/healthz", auth=False)

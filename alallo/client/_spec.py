@@ -26,6 +26,18 @@ class HyperparameterFields(TypedDict, total=False):
     """OpenAI's way: the default learning rate times this (``"auto"``: 1)."""
     lora_rank: int | None
     """Rank of the LoRA matrices (``adapter="lora"`` only)."""
+    lora_alpha: int | None
+    lora_dropout: float | None
+    lora_target_modules: list[str] | Literal["all-linear"] | None
+    warmup_ratio: float | None
+    weight_decay: float | None
+    logging_steps: int | None
+    """Log the loss every this many steps (default 10)."""
+    eval_steps: int | None
+    """With a ``validation_file``: evaluate every this many steps (default: at each
+    checkpoint)."""
+    beta: float | None
+    """DPO's beta (``method="dpo"`` only)."""
 
 
 class JobSpecFields(TypedDict, total=False):
@@ -43,6 +55,14 @@ class JobSpecFields(TypedDict, total=False):
     """An uploaded file to evaluate on."""
     name: str | None
     """A name to show in the Jobs tab."""
+    method: Literal["supervised", "dpo"] | None
+    """Supervised fine-tuning on examples, or DPO on preference pairs."""
+    early_stopping: JsonObject | None
+    """``{"patience": N, "min_delta": x}``: stop when the validation loss stops improving."""
+    from_checkpoint: str | None
+    """Start from a checkpoint of one of the account's jobs (``ftckpt-…`` or ``ft-…:STEP``)."""
+    metadata: dict[str, str] | None
+    """Key-value pairs returned as they are."""
     suffix: str | None
     """Added to the fine-tuned model's name."""
     adapter: Literal["lora", "full"] | None

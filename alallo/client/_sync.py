@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Self, Unpack
+from typing import Any, Self, Unpack
 
 import httpx
 
@@ -306,6 +306,14 @@ class Client:
         It works once, within 10 minutes; the browser then keeps a session cookie.
         """
         return self._driver.run(self._calls.dashboard_link())
+
+    def chat_completion(self, model: str, messages: list[dict[str, str]],
+                        **params: Any) -> api.ChatCompletion:
+        """One answer of a model (``POST /v1/chat/completions``, not streamed): ``messages``
+        as OpenAI's (``[{"role": "user", "content": "Hi"}]``), ``params`` its other fields
+        (``max_tokens``, ``temperature``, ``stop`` ...). Raises :class:`~alallo.InvalidRequest`
+        (422) naming the field for a bad one, :class:`~alallo.NotFound` for no such model."""
+        return self._driver.run(self._calls.chat_completion(model, messages, params))
 
     def healthz(self) -> api.Health:
         """The server's health answer; needs no API key."""

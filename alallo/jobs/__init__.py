@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from . import _lifecycle as lifecycle
     from ._billing import LedgerEntry as LedgerEntry
     from ._billing import billing_limit_detail as billing_limit_detail
+    from ._estimate import PRICE_DIGITS as PRICE_DIGITS
     from ._estimate import estimate_price as estimate_price
     from ._estimate import estimate_time as estimate_time
     from ._job import CHECKPOINT_EVERY as CHECKPOINT_EVERY
@@ -78,6 +79,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "check_jsonl": ("._training_file", "check_jsonl"),
     "PREFERENCE_FORMATS": ("._training_file", "PREFERENCE_FORMATS"),
     "estimate_price": ("._estimate", "estimate_price"),
+    "PRICE_DIGITS": ("._estimate", "PRICE_DIGITS"),
     "estimate_time": ("._estimate", "estimate_time"),
     "lifecycle": ("._lifecycle", None),
     "time_left": ("._timeleft", "time_left"),
@@ -85,7 +87,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "PREFERENCE_FORMATS", "CommandTrainer", "DeviceType",
+__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "PREFERENCE_FORMATS", "PRICE_DIGITS",
+           "CommandTrainer", "DeviceType",
            "EarlyStopping", "Event", "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine",
            "MetricsPoint", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
            "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail",

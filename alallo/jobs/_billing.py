@@ -2,7 +2,9 @@
 
 A job is charged per completed step of productive work, in step ranges:
 each range ``first_step..last_step`` is charged once, at the step price of
-its plan. The ledger's key is ``(job, kind, first_step)``, so writing the
+its plan, and never past the top of the price quoted when it was created
+(``Job.price_estimate``): a job moved to dearer capacity (our misjudgement of
+its memory, not the user's doing) costs at most what the user was shown. The ledger's key is ``(job, kind, first_step)``, so writing the
 same entry twice charges once, and since a range always starts after the
 last step charged, steps redone after a restore from a checkpoint are never
 charged again (DESIGN.md, rule 5). Failed jobs cost nothing: whatever was
@@ -50,12 +52,16 @@ def charge_through(job: Job, step: int) -> tuple[dict[str, object], LedgerEntry 
     """Charge the steps after the last one charged, up to ``step``.
 
     Returns the job fields to update and the ledger entry, or ``({}, None)``
-    when those steps were already charged.
+    when those steps were already charged. The amount stops at the top of the quote:
+    past it, steps are recorded as charged at $0.
     """
     step = min(step, job.max_steps)
     if step <= job.charged_through:
         return {}, None
+    room = max(0.0, job.price_estimate[1] - job.charged) if job.price_estimate[1] else None
     amount = round((step - job.charged_through) * step_price(job), _CENT_DIGITS)
+    if room is not None:
+        amount = round(min(amount, room), _CENT_DIGITS)
     entry = LedgerEntry("charge", job.charged_through + 1, step, amount)
     return {"charged_through": step, "charged": round(job.charged + amount, _CENT_DIGITS)}, entry
 

@@ -2,7 +2,8 @@
 
 A plan's training time is ``startup + max_steps × step time`` (the time
 model of ``docs/capacity.md``), and the job's time adds its evaluations on the
-validation file (``Plan.eval_s``), which are not charged. The range is wider on the upper side, as the
+validation file (``Plan.eval_s``). The price counts the steps only, as the
+charge does: start-up, waiting and evaluation are not charged. The range is wider on the upper side, as the
 seeds ask: a job may wait for capacity, and steps run slower than planned
 more often than faster.
 """
@@ -12,8 +13,11 @@ from __future__ import annotations
 from ._plan import Plan
 from ._timetext import TimeRange
 
-__all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "WAIT_HIGH", "WAIT_LOW", "estimate_price", "estimate_time"]
+__all__ = ["ESTIMATE_HIGH", "ESTIMATE_LOW", "PRICE_DIGITS", "WAIT_HIGH", "WAIT_LOW",
+           "estimate_price", "estimate_time"]
 
+PRICE_DIGITS = 9
+"""Prices are rounded to nano-dollars, as the ledger's amounts are (tiny CPU steps add up)."""
 ESTIMATE_LOW = 0.7
 """Low end of an estimate as a share of the expected time (calibrated: bench_estimates.py)."""
 ESTIMATE_HIGH = 1.5
@@ -36,7 +40,11 @@ def estimate_time(plan: Plan, *, wait_s: float = 0.0) -> TimeRange:
 
 
 def estimate_price(plan: Plan) -> tuple[float, float]:
-    """(low, high) USD of training on ``plan`` (waiting and evaluating cost nothing)."""
-    training = estimate_time(plan.model_copy(update={"eval_s": 0.0}))
-    per_s = plan.price_per_hour / 3600
-    return (round(training.low_s * per_s, 6), round(training.high_s * per_s, 6))
+    """(low, high) USD for training on ``plan``, by the rule the charge follows
+    (:func:`alallo.jobs._billing.charge_through`): the steps, each at the plan's step price.
+    Start-up, waiting and evaluating cost nothing. The job's charge on this plan is the
+    expected price, inside the range; the high end is what the job can cost at most,
+    moved to other capacity or not (the charge is capped there)."""
+    expected = plan.max_steps * plan.step_time_s * plan.price_per_hour / 3600
+    return (round(expected * ESTIMATE_LOW, PRICE_DIGITS),
+            round(expected * ESTIMATE_HIGH, PRICE_DIGITS))

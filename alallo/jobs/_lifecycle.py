@@ -18,10 +18,12 @@ import time
 from typing import Literal
 
 from .._errors import InvalidTransition
+from .._money import format_money
 from .._status import EventLevel, EventType, JobStatus, Message
 from ..trainers import Checkpoint, Done, Error, Integration, Metrics, Stage
 from ..trainers import Progress as TrainerProgress
 from ._draft import Draft as _Draft
+from ._estimate import estimate_time
 from ._inputs import (
     ActorFailed,
     AutoCancel,
@@ -40,7 +42,7 @@ from ._inputs import (
 )
 from ._job import Job, JobError, LogLine, Progress, SavedCheckpoint
 from ._metrics import MetricsPoint
-from ._plan import DEVICE_TYPES
+from ._plan import DEVICE_TYPES, Plan
 from ._spec import CommandTrainer
 
 __all__ = [  # the inputs (alallo.jobs._inputs), re-exported: callers say lifecycle.Created
@@ -166,6 +168,9 @@ def _started(draft: _Draft, event: Started) -> None:
     if event.plan is not None:
         updates["plan"] = event.plan
         updates["placement"] = event.placement
+        if job.attempt > 0 and (event.plan.device_type, event.plan.devices) != (
+                job.plan.device_type, job.plan.devices):
+            _revised(draft, event.plan, event.resume_step or 0)
     if job.attempt > 0:
         updates["progress"] = job.progress.model_copy(update={"step": event.resume_step or 0})
         resumed = (f" from the checkpoint at step {event.resume_step}"
@@ -174,6 +179,17 @@ def _started(draft: _Draft, event: Started) -> None:
                     f"Job restarted{resumed}: {event.cause or 'the previous run stopped'}")
     draft.set(**updates).event(EventType.JOB_START, f"Job started at {_clock(now)}",
                                event.config_hash)
+
+
+def _revised(draft: _Draft, plan: Plan, done_steps: int) -> None:
+    """A job moved to other capacity: the time left on it, and the price it stays under."""
+    left = estimate_time(plan.model_copy(update={"max_steps": draft.job.max_steps - done_steps}))
+    cap = draft.job.price_estimate[1]
+    draft.event(EventType.ESTIMATE_REVISED,
+                f"Estimate revised for {plan.devices} × {plan.device_type}: {left.text} left; "
+                f"the job costs at most {format_money(cap)}, the top of its quote",
+                data={"time_left": {"low_s": round(left.low_s), "high_s": round(left.high_s),
+                                    "text": left.text}, "price_cap": cap})
 
 
 def _reported(draft: _Draft, message: Stage | TrainerProgress | Metrics | Checkpoint | Done

@@ -17,7 +17,16 @@ from typing import Any, TypeVar
 from .. import api
 from .._trainer_registry import TrainerInfo
 from ..capacity import CatalogueModel, Placement, Pool
-from ..jobs import Event, Job, LogLine, MetricsPoint, Plan, TimeRange, time_left
+from ..jobs import (
+    PRICE_DIGITS,
+    Event,
+    Job,
+    LogLine,
+    MetricsPoint,
+    Plan,
+    TimeRange,
+    time_left,
+)
 from ..store import FileRow
 from ._checkpoint_list import CHECKPOINT_FIGURES, JobCheckpoint
 from ._fine_tuned import model_id
@@ -100,8 +109,10 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "estimate": time_range_view(job.estimate),
         "price": {
             "estimate": {"low": job.price_estimate[0], "high": job.price_estimate[1]},
-            "charged": round(job.charged, 6),
-            "refunded": round(job.refunded, 6),
+            # What the user pays: net of refunds (a failed job: 0), to the ledger's digit.
+            "charged": round(job.charged - job.refunded, PRICE_DIGITS),
+            "refunded": round(job.refunded, PRICE_DIGITS),
+            "gross": round(job.charged, PRICE_DIGITS),
             "currency": CURRENCY,
         },
         "plan": plan_view(job.plan),

@@ -133,6 +133,23 @@ class AccountRows:
             return bool(row[0]) if row else False
         return await self._read(run)
 
+    async def fund_account(self, account_id: str, *, add: float = 0.0,
+                           billing_limit: float | None = None) -> None:
+        """Add ``add`` USD to the account's balance (in the database, so that a charge
+        committed meanwhile is kept), and set its billing limit when given.
+
+        Raises:
+            NotFound: no account ``account_id``.
+        """
+        def run(c: sa.Connection) -> None:
+            values: dict[str, Any] = {"balance": accounts.c.balance + add}
+            if billing_limit is not None:
+                values["billing_limit"] = billing_limit
+            done = c.execute(accounts.update().where(accounts.c.id == account_id).values(**values))
+            if not done.rowcount:
+                raise NotFound(f"no account {account_id!r}", param="account")
+        await self._write(run)
+
     async def set_allow_commands(self, account_id: str, allow: bool) -> None:
         """Allow or forbid the account's own commands.
 

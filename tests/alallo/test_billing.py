@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from alallo import EventType, JobStatus, Message
+from alallo._money import format_money
 from alallo.jobs._billing import step_price
 from alallo.jobs._job import Job
 from alallo.jobs._lifecycle import (
@@ -184,3 +185,26 @@ def test_money_properties_hold_for_any_input_sequence(sequence: list[Input]) -> 
                 "Training failed: ")
             assert net == pytest.approx(0, abs=1e-9), "a failed job costs nothing"
     assert job.charged - job.refunded == pytest.approx(net, abs=1e-9)
+
+
+def test_the_quote_holds_the_charge_and_a_move_to_dearer_capacity_never_passes_its_top() -> None:
+    job = new_job()
+    low, high = job.price_estimate
+    assert low < 30 * step_price(job) < high  # the charge on its plan is inside the quote
+    dearer = job.plan.model_copy(update={"device_type": "H100-80GB", "devices": 2,
+                                         "price_per_hour": job.plan.price_per_hour * 4})
+    moved, types, net = play(
+        job, Started(now=T0), step(10), checkpoint(10),
+        Started(now=T0 + 5, resume_step=10, plan=dearer, cause="re-scheduled: memory"),
+        *[step(n) for n in range(11, 31)], checkpoint(30),
+        TrainerReported(Done(model_path="/m"), now=T0 + 9), TrainerExited(0, now=T0 + 10))
+    assert moved.status is JobStatus.SUCCEEDED
+    uncapped = 10 * step_price(job) + 20 * step_price(moved)
+    assert uncapped > high and net == pytest.approx(high) and moved.charged == pytest.approx(high)
+    revised = apply(job.model_copy(update={"attempt": 1}), Started(
+        now=T0, resume_step=10, plan=dearer)).events[0]
+    assert revised.type is EventType.ESTIMATE_REVISED
+    assert revised.message.startswith("Estimate revised for 2 × H100-80GB: ")
+    assert revised.message.endswith(f"the job costs at most {format_money(high)}, the top of "
+                                    "its quote")
+    assert revised.data["price_cap"] == high

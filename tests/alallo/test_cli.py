@@ -536,3 +536,37 @@ def test_watch_job_on_a_terminal_draws_a_bar_and_keeps_the_log(
     assert "step 10 loss=2.31" in text
     assert "100/100" in text
     assert "loss 2.31" in text  # the latest loss, on the bar
+
+
+def test_watch_shows_the_loss_sparkline_and_each_checkpoint_once(
+    server: FakeServer, make_job: JobFactory, sse_body: SseBody
+) -> None:
+    body = sse_body(
+        ("job", 1, make_job(progress={"step": 10, "max_steps": 30, "percent": 33.3})),
+        *[item for step, loss in ((10, 3.0), (20, 2.0), (30, 1.5)) for item in (
+            ("metrics", step, {"object": "fine_tuning.job.metrics", "step": step,
+                               "train_loss": loss}),
+            ("log", step + 1, {"n": step + 1, "at": 0, "text": f"Step {step}/30: loss {loss}"}),
+            ("log", step + 2, {"n": step + 2, "at": 0, "text": f"Checkpoint saved at step {step}"}),
+            ("event", step + 3, {"type": "CHECKPOINT_SAVE",
+                                 "message": f"Checkpoint saved at step {step}"}),
+            ("event", step + 4, {"type": "EPOCH_COMPLETE", "message": "Epoch 1 completed"}))],
+        ("job", 40, make_job(status="succeeded",
+                             progress={"step": 30, "max_steps": 30, "percent": 100.0})),
+    )
+    server.on("GET", "/v1/fine_tuning/jobs/ft-1/stream",
+              lambda request: httpx.Response(200, headers=SSE_HEADERS, content=body))
+    out = io.StringIO()
+    watch_job(server.client(None, None), "ft-1",
+              console=Console(file=out, force_terminal=True, width=160))
+    text = out.getvalue()
+    assert text.count("Checkpoint saved at step 20") == 1  # the log's line, not the event too
+    assert "Epoch 1 completed" not in text
+    assert "loss 1.5000 █▃▁" in text  # the newest loss, and the way it went
+
+
+def test_sparkline_spans_the_blocks_from_lowest_to_highest() -> None:
+    from alallo.cli._watch import sparkline
+
+    assert sparkline([3.0, 2.0, 1.0]) == "█▅▁"
+    assert sparkline([2.0, 2.0]) == "▄▄" and sparkline([]) == ""

@@ -12,6 +12,8 @@ import pytest
 
 from support import EXAMPLES, LiveServer
 
+pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
+
 
 def alallo(server: LiveServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {"ALALLO_URL": server.url, "ALALLO_API_KEY": server.api_key, "COLUMNS": "200",
@@ -114,3 +116,21 @@ def test_metrics_and_the_result_file_from_the_command_line(live_server: LiveServ
     assert [line.split(",")[0] for line in lines[1:]] == ["10", "20"]
     missing = alallo(live_server, "files", "download", "file-nope", check=False)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
+def test_chat_takes_a_turn_per_line_and_says_a_bad_model_in_one_line(
+        live_server: LiveServer) -> None:
+    env = {"ALALLO_URL": live_server.url, "ALALLO_API_KEY": live_server.api_key,
+           "COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    talk = subprocess.run([sys.executable, "-m", "alallo", "chat", "alallo/tiny-gpt2",
+                           "--max-tokens", "3", "--system", "Be brief."],
+                          input="Hello\n\nAnd again\n/exit\nnever sent\n", capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert talk.returncode == 0, talk.stderr
+    assert "Traceback" not in talk.stderr and "Talking to" not in talk.stdout  # not a terminal
+    assert talk.stdout.count("\n") >= 2  # an answer to each of the two turns
+    unknown = subprocess.run([sys.executable, "-m", "alallo", "chat", "ft:nobody:acct:" + "0" * 24],
+                             input="Hello\n", capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+    assert unknown.stderr.startswith("Error: ")

@@ -20,6 +20,8 @@ from alallo import AsyncClient, Client
 from alallo.trainers.simulated import fake_loss
 from support import EXAMPLES, LiveServer, read_stream, upload
 
+pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
+
 
 @pytest.fixture
 async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:

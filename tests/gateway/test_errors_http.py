@@ -36,6 +36,8 @@ from alallo._errors import (
 from gateway import build_app
 from gateway._errors import EXCEPTION_HANDLERS, BadJSON, RequestTooLarge
 
+pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
+
 RAISED: dict[str, tuple[AlalloError, int, type[AlalloError]]] = {
     "bad_json": (BadJSON("the body must be a JSON object"), 400, InvalidRequest),
     "unauthorized": (Unauthorized("invalid API key"), 401, Unauthorized),

@@ -22,6 +22,8 @@ from support import (
     wait_until,
 )
 
+pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 STATUSES = ("queued", "running", "re-scheduling", "cancelling", "cancelled", "succeeded",
             "failed")

@@ -23,6 +23,8 @@ import pytest
 import trio
 
 from support import EXAMPLES, LiveServer, read_stream, upload, wait_for_job
+
+from alallo._money import format_money
 from test_jobs_http import trainer_pids, wait_for_step
 
 Factory = Callable[..., LiveServer]
@@ -294,10 +296,15 @@ async def test_a_job_that_runs_too_long_is_stopped_and_costs_nothing(
     async with connect(server) as client:
         job = await submit(client, hyperparameters={"max_steps": 2000})
         final, types = await finish(client, job["id"])
+        refund = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                                   params={"limit": 1000})).json()["data"][-1]
     assert final["status"] == "failed" and final["message"] == message
     assert "JOB_STOPPED" in types and types[-1] == "REFUND"
-    assert final["price"]["charged"] > 0
-    assert final["price"]["charged"] == pytest.approx(final["price"]["refunded"])
+    # What the user pays is net of the refund: nothing; the refund is all that was charged,
+    # and the event says the same amount as the job, to the last digit.
+    price = final["price"]
+    assert price["gross"] > 0 and price["charged"] == 0 and price["refunded"] == price["gross"]
+    assert refund["message"] == f"Refunded {format_money(price['refunded'])}: failed jobs cost nothing"
     assert trainer_pids(job["id"]) == []
 
 

@@ -161,6 +161,7 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/v1/fine_tuning/jobs/{job_id}/events"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/checkpoints"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/log"): BY_ID,
+    ("GET", "/v1/fine_tuning/jobs/{job_id}/metrics"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/stream"): BY_ID,
     ("WEBSOCKET", "/v1/ws"): OWN_ONLY,
 }
@@ -240,10 +241,14 @@ def test_another_accounts_model_cannot_be_asked(tenants: Tenants, path: str) -> 
 
 
 def test_lists_show_the_callers_own_only(tenants: Tenants) -> None:
-    files = [f["id"] for f in tenants.other.get("/v1/files").json()["data"]]
+    listed = tenants.other.get("/v1/files").json()["data"]
+    files = [f["id"] for f in listed]
     jobs = [j["id"] for j in tenants.other.get("/v1/fine_tuning/jobs",
                                                params={"limit": 1000}).json()["data"]]
-    assert tenants.file not in files and len(files) == 1
+    # Its upload, and the metrics CSV its succeeded job made; nothing of the owner's.
+    assert tenants.file not in files and len(files) == 2
+    assert {f["purpose"] for f in listed} == {"fine-tune", "fine-tune-results"}
+    assert not any(tenants.done.removeprefix("ft-") in file for file in files)
     assert jobs == [tenants.other_job]
     # Paging from the owner's job id does not reach into the owner's jobs.
     after = tenants.other.get("/v1/fine_tuning/jobs", params={"after": tenants.running}).json()
@@ -284,7 +289,8 @@ def test_the_websocket_refuses_anothers_job_and_shows_only_the_callers(
 @pytest.mark.parametrize("field", ["training_file", "validation_file"])
 def test_anothers_file_in_a_job_spec_answers_as_an_unknown_file(
         tenants: Tenants, path: str, field: str) -> None:
-    own = tenants.other.get("/v1/files").json()["data"][0]["id"]
+    own = next(f["id"] for f in tenants.other.get("/v1/files").json()["data"]
+               if f["purpose"] == "fine-tune")
     unknown = "file-" + "0" * 24
     theirs = tenants.other.post(path, json=simulated(own, 2) | {field: tenants.file})
     nobodys = tenants.other.post(path, json=simulated(own, 2) | {field: unknown})
@@ -297,11 +303,12 @@ def test_anothers_file_in_a_job_spec_answers_as_an_unknown_file(
 @pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
 def test_anothers_model_or_checkpoint_to_continue_answers_as_an_unknown_one(
         tenants: Tenants, path: str) -> None:
-    own = tenants.other.get("/v1/files").json()["data"][0]["id"]
+    own = next(f["id"] for f in tenants.other.get("/v1/files").json()["data"]
+               if f["purpose"] == "fine-tune")
     steps = [c["step_number"] for c in tenants.owner.get(
         f"/v1/fine_tuning/jobs/{tenants.done}/checkpoints").json()["data"]]
     checkpoint, unknown = f"{tenants.done}:{steps[0]}", "ft-" + "0" * 24 + f":{steps[0]}"
-    owners_file = tenants.owner.get("/v1/files").json()["data"][0]["id"]
+    owners_file = tenants.file
     for field, theirs_value, nobodys_value in (("model", tenants.model, UNKNOWN_MODEL),
                                                ("from_checkpoint", checkpoint, unknown)):
         mine = tenants.owner.post("/v1/fine_tuning/estimates",
@@ -490,3 +497,24 @@ def test_files_page_with_after_and_limit_within_the_account(tenants: Tenants) ->
     assert theirs.json()["error"]["param"] == "after"
     assert (theirs.json()["error"]["message"].replace(tenants.file, "file-" + "0" * 24)
             == nobodys.json()["error"]["message"])
+
+
+def test_an_operator_funds_an_account_and_lists_whole_ids_on_80_columns(
+        live_server: LiveServer) -> None:
+    created = operator(live_server, "accounts", "create", "Team with a long name")
+    assert "starting balance $0.00" in created.stdout
+    assert "It has no money yet: its jobs are refused until it has some" in created.stdout
+    account = created.stdout.split("Created account ", 1)[1].split()[0]
+    funded = operator(live_server, "accounts", "set", account, "--add-balance", "12.5",
+                      "--billing-limit", "2")
+    assert f"Account {account}: balance $12.50, billing limit $2.00." in funded.stdout
+    again = json.loads(operator(live_server, "accounts", "set", account, "--add-balance",
+                                "-0.5", "--json").stdout)
+    assert (again["balance"], again["billing_limit"]) == (12.0, 2.0)
+    nothing = operator(live_server, "accounts", "set", account, check=False)
+    assert nothing.exit_code == 1 and "say what to change" in nothing.stderr
+    env = server_env(live_server.data_dir, COLUMNS="80")
+    listed = CliRunner().invoke(app, ["accounts", "list", "--data-dir",
+                                      str(live_server.data_dir)], env=env)
+    assert listed.exit_code == 0 and account in listed.stdout  # whole, not cut
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80

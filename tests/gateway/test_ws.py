@@ -15,6 +15,8 @@ from alallo import Runtime, Settings
 from gateway import serve
 from support import EXAMPLES, LiveServer, read_stream, upload
 
+pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
+
 Frame = dict[str, Any]
 
 
