@@ -149,7 +149,7 @@ def list_jobs(
     # and the time left go first.
     columns = [Column("ID", keep=True), Column("Name"), Column("Model", drop=4),
                Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=2),
-               Column("Time left", drop=3), Column("Price", keep=True)]
+               Column("Time left", drop=1), Column("Price", keep=True)]
     rows: list[list[str | Text]] = [
         [
             job["id"],

@@ -43,7 +43,9 @@ def test_jobs_list_at_80_columns_keeps_ids_statuses_and_prices_whole(
                   "$0.10 to $0.25", "$0.000018"):
         assert whole in out
     assert "…" not in out
-    assert "Time left" in out and "Progres" not in out, "time left outranks the percent"
+    name = [line.split("│")[2].strip() for line in out.splitlines() if line.count("│") > 3]
+    assert " ".join(part for part in name if part).startswith("my first fine-tune demo")
+    assert "Progres" not in out, "the name, then the time left, outrank the percent"
 
 
 def test_models_and_files_at_80_columns_keep_their_ids_whole(server: FakeServer) -> None:

@@ -113,4 +113,6 @@ async def test_a_client_that_stopped_reading_does_not_hold_up_the_exit_past_the_
         flag.touch()
     assert server.process.returncode == 0
     # The deadline, then the runtime stops (about 0.5 s, as without a stalled reader).
-    assert took < GRACEFUL_TIMEOUT_S + 2.0, f"the server took {took:.1f} s to stop"
+    # The deadline, and the process's own exit on a loaded machine (3 test processes on 2
+    # cores): a client that never reads would hold the server for good without it.
+    assert took < GRACEFUL_TIMEOUT_S + 3.0, f"the server took {took:.1f} s to stop"
