@@ -214,7 +214,10 @@ class JobActor(Actor[JobMessage]):
         else:
             before = self.job.checkpoint
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
-            if isinstance(message, Checkpoint) and self._ctx.executor.fenced:  # ours to delete
+            # Ours to delete on a fenced executor; with early stopping the best one may be any
+            # of them (the trainer loads it at the end), so none goes before the job ends.
+            if (isinstance(message, Checkpoint) and self._ctx.executor.fenced
+                    and self.job.spec.early_stopping is None):
                 keep = {message.path, before.path if before else None}
                 await trio.to_thread.run_sync(prune_checkpoints,
                                               self._ctx.settings.jobs_dir / self._job_id, keep)
