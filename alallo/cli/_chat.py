@@ -12,6 +12,14 @@ from alallo.cli._common import ApiKeyOption, UrlOption, console, open_client
 
 __all__ = ["chat"]
 
+_CONTROLS = {code: "\ufffd" for code in (*range(0x20), 0x7f) if chr(code) not in "\n\t"}
+"""Control characters a model may produce (a random one does): shown as U+FFFD, never
+sent to the terminal, where they would move the cursor or change its state."""
+
+
+def _printable(text: str) -> str:
+    return text.translate(_CONTROLS)
+
 
 def chat(
     model: Annotated[str, typer.Argument(help="A model id: your fine-tuned model (ft:…) or "
@@ -44,6 +52,6 @@ def chat(
             messages.append({"role": "user", "content": text})
             answer = client.chat_completion(model, messages, max_tokens=max_tokens,
                                             temperature=temperature)
-            reply = answer["choices"][0]["message"]["content"] or ""
+            reply = _printable(answer["choices"][0]["message"]["content"] or "")
             messages.append({"role": "assistant", "content": reply})
             out.print(reply, markup=False, highlight=False)

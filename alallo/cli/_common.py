@@ -164,7 +164,9 @@ def price_text(job: Mapping[str, Any]) -> str:
     """What the job costs: the amount charged once it has ended, else the estimate range."""
     price = job.get("price") or {}
     if job.get("status") in _FINAL_STATUSES:
-        return money(price.get("charged") or 0, price.get("currency"))
+        refund = (f" (refunded {money(price['refunded'], price.get('currency'))})"
+                  if price.get("refunded") else "")
+        return money(price.get("charged") or 0, price.get("currency")) + refund
     estimate = price.get("estimate") or {}
     if estimate.get("low") is None:
         return "-"

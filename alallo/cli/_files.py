@@ -139,8 +139,9 @@ def delete_file(
 
 
 def _file_summary(item: Mapping[str, Any]) -> str:
+    unit = "rows" if item.get("format") == "csv" else "lines"
     return (
-        f"{item.get('filename', '?')}: {item.get('line_count', '?')} lines, "
+        f"{item.get('filename', '?')}: {item.get('line_count', '?')} {unit}, "
         f"format {item.get('format', '?')}, {item.get('bytes', '?')} bytes, "
         f"{item.get('status', '?')}"
     )

@@ -64,5 +64,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e-3 or abs(value) >= 1e5 else f"{value:.4f}"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"  # tokens per second
+        return f"{value:.4g}" if abs(value) < 1e-3 else f"{value:.4f}"
     return str(value)

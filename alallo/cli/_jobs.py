@@ -207,6 +207,10 @@ def get(
     if error:
         grid.add_row("Error", Text(error, style="red"))
     grid.add_row("Model", f"{job.get('model', '')} ({_method_text(job)})")
+    if job.get("validation_file"):
+        grid.add_row("Validation file", str(job["validation_file"]))
+    if job.get("result_files"):  # the metrics CSV: alallo files download ID
+        grid.add_row("Result files", ", ".join(job["result_files"]))
     grid.add_row("Created at", timestamp(job.get("created_at")))
     out.print(grid)
     out.print()

@@ -52,7 +52,8 @@ class Draft:
         if entry is not None:
             self.updates.update(updates)
             self.ledger.append(entry)
-            self.event(EventType.REFUND, f"Refunded {format_money(entry.amount)}: {why}")
+            self.event(EventType.REFUND, f"Refunded {format_money(entry.amount)}: {why}",
+                       data={"amount": entry.amount})  # exact; the message rounds it
         return self
 
     def done(self) -> Transition:

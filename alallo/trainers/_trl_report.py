@@ -115,6 +115,8 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             if state.global_step >= state.max_steps:
                 control.should_log = True  # the last step's loss, not just every logging_steps
                 control.should_evaluate = control.should_evaluate or evaluates
+            if control.should_save or control.should_evaluate:
+                control.should_log = True  # each checkpoint and evaluation: the loss at its step
             if control.should_log:
                 self._held = state.global_step
             else:

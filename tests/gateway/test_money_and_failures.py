@@ -305,6 +305,7 @@ async def test_a_job_that_runs_too_long_is_stopped_and_costs_nothing(
     price = final["price"]
     assert price["gross"] > 0 and price["charged"] == 0 and price["refunded"] == price["gross"]
     assert refund["message"] == f"Refunded {format_money(price['refunded'])}: failed jobs cost nothing"
+    assert refund["data"] == {"amount": price["refunded"]}  # exact, as the job's figure
     assert trainer_pids(job["id"]) == []
 
 

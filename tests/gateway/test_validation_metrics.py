@@ -135,7 +135,7 @@ async def test_early_stopping_ends_with_the_best_checkpoint_and_charges_the_step
         "model": "alallo/tiny-gpt2", "training_file": training,
         "validation_file": validation["id"],
         "early_stopping": {"patience": 2, "min_delta": 0.001},
-        "hyperparameters": {"max_steps": 200, "eval_steps": 2, "logging_steps": 2,
+        "hyperparameters": {"max_steps": 200, "eval_steps": 2, "logging_steps": 5,
                             "learning_rate": 0.01}})
     assert created.status_code == 200, created.text
     assert created.json()["early_stopping"] == {"patience": 2, "min_delta": 0.001}
@@ -158,6 +158,8 @@ async def test_early_stopping_ends_with_the_best_checkpoint_and_charges_the_step
     assert all(valid[step] > valid[best] - 0.001 for step in valid if step > best)
     assert len([step for step in valid if step > best]) == 2
     assert rows[best]["full_valid_loss"] == valid[best]  # the model is the best checkpoint
+    # Each checkpoint's own training loss, logged at its step (not only every 5 steps).
+    assert all(rows[step]["train_loss"] is not None for step in valid)
     # Charged for the steps it ran: the same price per step as a job that ran them all.
     assert job["price"]["charged"] > 0
 
