@@ -146,7 +146,7 @@ def append_metrics(job: Job, message: Metrics, *, now: float) -> tuple[Job, Metr
     """Record the figures the trainer reported as the job's next item (the metrics series
     and the streams' ``metrics`` items); the job's state is unchanged but for its ``seq``."""
     point = MetricsPoint(n=job.seq + 1, at=now, attempt=max(job.attempt, 1),
-                         **message.model_dump(exclude={"type"}))
+                         **message.model_dump())
     return job.model_copy(update={"seq": point.n}), point
 
 

@@ -14,14 +14,12 @@ import csv
 import io
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
+from ..trainers import Metrics
 
 __all__ = ["CSV_COLUMNS", "FIGURES", "MetricsPoint", "metrics_csv", "series"]
 
-FIGURES = ("train_loss", "train_mean_token_accuracy", "learning_rate", "grad_norm",
-           "tokens_per_s", "valid_loss", "valid_mean_token_accuracy", "full_valid_loss",
-           "full_valid_mean_token_accuracy", "reward_accuracy", "reward_margin")
-"""Every figure a point may carry, in the order the API lists them."""
+FIGURES = tuple(name for name in Metrics.model_fields if name not in ("type", "step", "epoch"))
+"""Every figure a point may carry, in the order the API lists them (the protocol's)."""
 
 CSV_COLUMNS = ("step", "train_loss", "train_accuracy", "valid_loss",
                "valid_mean_token_accuracy", "full_valid_loss",
@@ -30,38 +28,18 @@ CSV_COLUMNS = ("step", "train_loss", "train_accuracy", "valid_loss",
 accuracy), then alallo's own figures."""
 
 
-class MetricsPoint(BaseModel):
-    """What the trainer reported at one step: the training figures of a logging step, or
-    the validation figures of an evaluation (each figure None when not reported).
+class MetricsPoint(Metrics):
+    """What the trainer reported at one step (its protocol line,
+    :class:`alallo.trainers.Metrics`: the training figures of a logging step, or the
+    validation figures of an evaluation, each None when not reported), as the job keeps it.
 
     ``n`` is its sequence number among the job's items (the stream's ``Last-Event-ID``),
     ``at`` Unix seconds, ``attempt`` the run that reported it.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     n: int
     at: float
     attempt: int = 1
-    step: int
-    epoch: float | None = None
-    train_loss: float | None = None
-    train_mean_token_accuracy: float | None = None
-    learning_rate: float | None = None
-    grad_norm: float | None = None
-    tokens_per_s: float | None = None
-    """Training tokens per second since the previous logging step (all devices)."""
-    valid_loss: float | None = None
-    """Loss on the validation file, evaluated at this step."""
-    valid_mean_token_accuracy: float | None = None
-    full_valid_loss: float | None = None
-    """The validation loss at the end of training (the whole validation file, as every
-    evaluation of alallo's is)."""
-    full_valid_mean_token_accuracy: float | None = None
-    reward_accuracy: float | None = None
-    """DPO: how often the preferred answer out-scores the other (training batch)."""
-    reward_margin: float | None = None
-    """DPO: the mean difference of the two answers' implicit rewards."""
 
     def figures(self) -> dict[str, float]:
         """The figures this point reported, by name (those that are None left out)."""

@@ -189,12 +189,18 @@ class Metrics(_Message):
     learning_rate: float | None = None
     grad_norm: float | None = None
     tokens_per_s: float | None = None
+    """Training tokens per second since the previous logging step (all devices)."""
     valid_loss: float | None = None
+    """Loss on the validation file, evaluated at this step."""
     valid_mean_token_accuracy: float | None = None
     full_valid_loss: float | None = None
+    """The validation loss of the model the run ends with (the whole validation file, as
+    every evaluation of alallo's is)."""
     full_valid_mean_token_accuracy: float | None = None
     reward_accuracy: float | None = None
+    """DPO: how often the preferred answer out-scores the other (training batch)."""
     reward_margin: float | None = None
+    """DPO: the mean difference of the two answers' implicit rewards."""
 
 
 class Checkpoint(_Message):
