@@ -130,17 +130,21 @@ class Scheduler(Actor[SchedulerMessage]):
         """:meth:`_soonest` by device type and count, until the pool changes (a start, an end,
         a node) or the second ends."""
         self._waits_second = 0
+        self._queued_s = 0.0
+        """Expected training seconds of every queued job (first option each), kept as the
+        queue changes: a wait estimate behind the queue is O(1), not O(queue)."""
 
     async def handle(self, message: SchedulerMessage) -> Any:
         match message:
             case Acquire():
                 self._queue.append(_Waiting(message))
+                self._queued_s += message.options[0].training_s
                 if len(self._queue) == 1:
                     self._schedule()
                 else:
                     self._schedule_newest()
             case Release(job_id=job_id, node_lost=lost):
-                self._queue = [w for w in self._queue if w.request.job_id != job_id]
+                self._set_queue([w for w in self._queue if w.request.job_id != job_id])
                 if (running := self._forget(job_id)) is not None:
                     self.pool.release(job_id)
                     if lost:
@@ -148,7 +152,7 @@ class Scheduler(Actor[SchedulerMessage]):
                             self._forget(other)
                 self._schedule()
             case WaitEstimate(plan=plan):
-                return self._wait_for(plan, queue_ahead=len(self._queue))
+                return self._wait_for(plan, behind_queue=True)
             case QueueSnapshot():
                 return [w.request.job_id for w in self._queue]
             case FollowNodes(specs=specs, device_types=types):
@@ -199,9 +203,9 @@ class Scheduler(Actor[SchedulerMessage]):
                                   if n.device.name == kind), default=0)
                 continue
             if reservation is None:
-                reservation = (plan.device_type, plan.devices, now + self._wait_for(plan, 0))
+                reservation = (plan.device_type, plan.devices, now + self._wait_for(plan))
             still.append(waiting)
-        self._queue = still
+        self._set_queue(still)
         for position, waiting in enumerate(self._queue, start=1):
             if waiting.position != position:
                 waiting.position = position
@@ -218,13 +222,14 @@ class Scheduler(Actor[SchedulerMessage]):
         """
         now = self._clock()
         head = self._choose(self._queue[0].request, now)
-        reservation = (head.device_type, head.devices, now + self._wait_for(head, 0))
+        reservation = (head.device_type, head.devices, now + self._wait_for(head))
         newest = self._queue[-1]
         plan = self._choose(newest.request, now)
         node = self.pool.find(plan.device_type, plan.devices)
         if node is not None and self._backfill_ok(plan, now, reservation,
                                                   self._free_by_type()[0]):
             self._queue.pop()
+            self._queued_s -= _queued_training_s(newest)
             self._start(newest.request, plan, node, now)
             return
         newest.position = len(self._queue)
@@ -233,7 +238,7 @@ class Scheduler(Actor[SchedulerMessage]):
     def _choose(self, request: Acquire, now: float) -> Plan:
         if request.goal == "fastest_finish":
             return min(request.options,
-                       key=lambda p: (self._wait_for(p, 0) + p.training_s, p.price))
+                       key=lambda p: (self._wait_for(p) + p.training_s, p.price))
         return min(request.options, key=lambda p: (p.price, p.training_s))
 
     def _free_by_type(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -265,9 +270,13 @@ class Scheduler(Actor[SchedulerMessage]):
             self.pool.release(request.job_id)  # the job stopped waiting meanwhile
             self._forget(request.job_id)
 
-    def _wait_for(self, plan: Plan, queue_ahead: int) -> float:
+    def _set_queue(self, queue: list[_Waiting]) -> None:
+        self._queue = queue
+        self._queued_s = sum(_queued_training_s(w) for w in queue)
+
+    def _wait_for(self, plan: Plan, *, behind_queue: bool = False) -> float:
         """Seconds until ``plan`` could start: devices freed by running jobs' expected
-        ends, then the training time of ``queue_ahead`` queued jobs over the slots.
+        ends, then (``behind_queue``) the training time of every queued job over the slots.
 
         The part that depends on the pool alone is kept per device type and count until
         the pool changes (a start or an end) or a second passes: a long queue asks it of
@@ -279,8 +288,7 @@ class Scheduler(Actor[SchedulerMessage]):
         if key not in self._waits:
             self._waits[key] = self._soonest(plan, now)
         soonest, slots = self._waits[key]
-        ahead = sum(w.request.options[0].training_s for w in self._queue[:queue_ahead])
-        return soonest + ahead / slots
+        return soonest + (self._queued_s / slots if behind_queue else 0.0)
 
     def _soonest(self, plan: Plan, now: float) -> tuple[float, int]:
         """Seconds until devices for ``plan`` free up on one node, and how many such jobs
@@ -305,3 +313,8 @@ class Scheduler(Actor[SchedulerMessage]):
         slots = max(1, sum(n.spec.count for n in self.pool.nodes.values()
                            if n.device.name == plan.device_type) // max(plan.devices, 1))
         return soonest, slots
+
+
+def _queued_training_s(waiting: _Waiting) -> float:
+    """A queued job's expected training seconds, by its first (preferred) option."""
+    return waiting.request.options[0].training_s

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from actors import ActorRef, open_supervisor
 from alallo.capacity._pool import NodeSpec, Pool
 from alallo.jobs._plan import Plan
-from alallo.capacity._scheduler import Acquire, Grant, QueueSnapshot, Release, Scheduler, SchedulerMessage
+from alallo.capacity._scheduler import (Acquire, Grant, QueueSnapshot, Release, Scheduler,
+                                        SchedulerMessage, WaitEstimate)
 
 pytestmark = pytest.mark.unit
 
@@ -88,6 +89,24 @@ async def test_a_job_that_fits_elsewhere_is_not_held_up(
     await scheduler.tell(other.request)
     assert await settle(scheduler) == ["blocked"]
     assert other.granted() is not None
+
+
+async def test_the_wait_behind_the_queue_follows_joins_starts_and_cancels(
+        scheduler: ActorRef[SchedulerMessage]) -> None:
+    # Both A100s busy for 100 s; then the queue's training time over one 2-device slot.
+    running, b, c = (Waiter("running", plan(2, training_s=100)),
+                     Waiter("b", plan(2, training_s=100)), Waiter("c", plan(2, training_s=300)))
+    for w in (running, b, c):
+        await scheduler.tell(w.request)
+    assert await settle(scheduler) == ["b", "c"]
+    wait = partial(scheduler.ask, WaitEstimate(plan(2)))
+    assert await wait() == pytest.approx(100 + 100 + 300, abs=1)
+    await scheduler.tell(Release("running"))  # b starts: c alone waits
+    assert await settle(scheduler) == ["c"]
+    assert await wait() == pytest.approx(100 + 300, abs=1)
+    await scheduler.tell(Release("c"))  # cancelled while queued
+    assert await settle(scheduler) == []
+    assert await wait() == pytest.approx(100, abs=1)
 
 
 async def test_goals(scheduler: ActorRef[SchedulerMessage]) -> None:
