@@ -5,7 +5,10 @@ prints one JSON line ``{"url", "api_key", "pid"}`` once it accepts connections.
 The ASGI app sends ``/bare/...`` to a bare Starlette app (no alallo code, no
 alallo middleware) and everything else to :func:`gateway.build_app`, so both
 sides share the process, the event loop and Hypercorn's trio worker with the
-same settings as :func:`gateway.serve`. Routes of the bare app:
+same settings as :func:`gateway.serve`, and the same connection loop
+(:func:`gateway._connections.serve_connections`, Hypercorn's own ``TCPServer``
+per connection; it lets alallo's streams write their body chunks straight to
+the socket, see ``gateway/_chunks.py``, while the bare app speaks plain ASGI). Routes of the bare app:
 
 - ``GET /bare/job``: a constant JSON object (the API baseline), set with
   ``PUT /bare/job`` (the benchmark puts a real job there, so both answer the
@@ -273,7 +276,6 @@ def _serve(data_dir: Path) -> None:
     import structlog
     import trio
     from hypercorn.config import Config
-    from hypercorn.trio import serve
     from sse_starlette import EventSourceResponse, ServerSentEvent
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -282,6 +284,7 @@ def _serve(data_dir: Path) -> None:
 
     from alallo import Runtime, Settings
     from alallo.runtime._bus import Item
+    from gateway._connections import serve_connections
     from gateway.app import build_app
     from gateway.server import GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
 
@@ -340,8 +343,8 @@ def _serve(data_dir: Path) -> None:
                     for send in list(bare_subscribers.get(topic, ())):
                         try:
                             send.send_nowait(data)
-                        except trio.WouldBlock:
-                            pass
+                        except (trio.WouldBlock, trio.BrokenResourceError):
+                            pass  # 1,024 behind, or a subscriber that just left
 
     bare = Starlette(routes=[
         Route("/bare/job", bare_job, methods=["GET"]),
@@ -370,13 +373,11 @@ def _serve(data_dir: Path) -> None:
             sock.listen(LISTEN_BACKLOG)
             port = sock.getsockname()[1]
             config = Config()
-            config.bind = [f"fd://{sock.fileno()}"]
             config.graceful_timeout = GRACEFUL_TIMEOUT_S
             config.backlog = LISTEN_BACKLOG
             config.accesslog = None
             config.errorlog = "-"
             config.loglevel = "WARNING"
-            sock.detach()
 
             async def until_signal() -> None:
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -385,7 +386,7 @@ def _serve(data_dir: Path) -> None:
                         return
 
             stopped = trio.Event()
-            await n.start(partial(serve, app, config,  # type: ignore[arg-type]
+            await n.start(partial(serve_connections, app, config, sock,  # type: ignore[arg-type]
                                   shutdown_trigger=stopped.wait))
             print(json.dumps({"url": f"http://127.0.0.1:{port}", "api_key": rt.api_key,
                               "pid": os.getpid()}), flush=True)
