@@ -204,6 +204,11 @@ def proc_cpu_s(pid: int) -> float:
 # -- the server process ---------------------------------------------------------
 
 
+GC_TIMES: dict[str, float] = {}
+"""Seconds in the garbage collector per generation (and counts), for ``gc-log``."""
+EXPERIMENTS: set[str] = set()
+
+
 def _experiments(names: str) -> None:
     """Patch in a proposed fix of alallo (``ALALLO_BENCH_EXPERIMENT=a,b``), to measure it.
 
@@ -217,6 +222,11 @@ def _experiments(names: str) -> None:
       (a real fix must forget a key when it is revoked).
     - ``sync-output-log``: the trainer output log is appended with a plain
       blocking write instead of ``trio.open_file`` (a worker thread per chunk).
+    - ``gc-log``: time spent in the cyclic garbage collector, per generation, is
+      written (JSON) to ``$ALALLO_BENCH_GC_LOG`` at the end of each publishing run.
+    - ``gc-threshold=A/B/C``: ``gc.set_threshold(A, B, C)`` at start.
+    - ``gc-freeze``: ``gc.freeze()`` when a publishing run starts: what exists then
+      (the open streams) is left out of every later collection.
     """
     for name in filter(None, names.split(",")):
         if name == "inline-reads":
@@ -263,11 +273,32 @@ def _experiments(names: str) -> None:
 
             # Only the trainer's output log uses trio.open_file in alallo and gateway.
             trio.open_file = open_file  # type: ignore[assignment]
+        elif name == "gc-log":
+            import gc
+
+            started: list[float] = []
+
+            def timed(phase: str, info: dict[str, int]) -> None:
+                if phase == "start":
+                    started.append(time.perf_counter())
+                elif started:
+                    key = f"gen{info['generation']}"
+                    GC_TIMES[key] = GC_TIMES.get(key, 0.0) + time.perf_counter() - started.pop()
+                    GC_TIMES[key + "_n"] = GC_TIMES.get(key + "_n", 0) + 1
+
+            gc.callbacks.append(timed)
+        elif name.startswith("gc-threshold="):
+            import gc
+
+            gc.set_threshold(*(int(x) for x in name.split("=")[1].split("/")))
+        elif name == "gc-freeze":
+            EXPERIMENTS.add(name)
         else:
             raise ValueError(f"unknown experiment {name!r}")
 
 
 def _serve(data_dir: Path) -> None:
+    import gc
     import logging
     import signal
     import socket
@@ -286,9 +317,10 @@ def _serve(data_dir: Path) -> None:
     from alallo.runtime._bus import Item
     from gateway._connections import serve_connections
     from gateway.app import build_app
-    from gateway.server import GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
+    from gateway.server import GC_THRESHOLDS, GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
 
     raise_fd_limit()
+    gc.set_threshold(*GC_THRESHOLDS)  # as gateway.serve does
     _experiments(os.environ.get("ALALLO_BENCH_EXPERIMENT", ""))
     # A log line per request or job event would measure the log, not the server.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -327,6 +359,19 @@ def _serve(data_dir: Path) -> None:
         return JSONResponse({"ok": True})
 
     async def _publish(target: str, topics: list[str], rate: float, seconds: float) -> None:
+        if "gc-freeze" in EXPERIMENTS:
+            import gc
+            gc.freeze()
+        GC_TIMES.clear()
+        try:
+            await _publish_items(target, topics, rate, seconds)
+        finally:
+            if log := os.environ.get("ALALLO_BENCH_GC_LOG"):
+                with open(log, "a") as out:
+                    out.write(json.dumps({"target": target, **GC_TIMES}) + "\n")
+
+    async def _publish_items(target: str, topics: list[str], rate: float, seconds: float,
+                             ) -> None:
         interval = 1.0 / rate
         start = trio.current_time()
         account = "acct-local"

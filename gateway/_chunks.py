@@ -69,7 +69,7 @@ class ChunkWriter:
         """
         if not data:
             return
-        chunk = b"%x\r\n%b\r\n" % (len(data), data)
+        chunk = (b"%x\r\n" % len(data)) + data + b"\r\n"
         if not self._lock.locked():
             # No await between this check and the write: no other task writes meanwhile,
             # and the descriptor is this connection's (-1 once Hypercorn closed it; never

@@ -92,6 +92,8 @@ def _chunk(items: list[Item], *, first: bool) -> bytes:
     """Items as one chunk of SSE frames; each frame is encoded once per item
     (:func:`sse_frame`, kept by :meth:`Item.encoded`), whatever the number of subscribers.
     The stream's first frame also carries ``retry:``."""
+    if len(items) == 1 and not first:
+        return items[0].encoded("sse", sse_frame)  # the common case: nothing allocated
     frames = [item.encoded("sse", sse_frame) for item in items]
     if first:
         frames[0] = frames[0][:-2] + _RETRY_FIELD
