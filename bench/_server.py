@@ -5,7 +5,10 @@ prints one JSON line ``{"url", "api_key", "pid"}`` once it accepts connections.
 The ASGI app sends ``/bare/...`` to a bare Starlette app (no alallo code, no
 alallo middleware) and everything else to :func:`gateway.build_app`, so both
 sides share the process, the event loop and Hypercorn's trio worker with the
-same settings as :func:`gateway.serve`. Routes of the bare app:
+same settings as :func:`gateway.serve`, and the same connection loop
+(:func:`gateway._connections.serve_connections`, Hypercorn's own ``TCPServer``
+per connection; it lets alallo's streams write their body chunks straight to
+the socket, see ``gateway/_chunks.py``, while the bare app speaks plain ASGI). Routes of the bare app:
 
 - ``GET /bare/job``: a constant JSON object (the API baseline), set with
   ``PUT /bare/job`` (the benchmark puts a real job there, so both answer the
@@ -201,6 +204,11 @@ def proc_cpu_s(pid: int) -> float:
 # -- the server process ---------------------------------------------------------
 
 
+GC_TIMES: dict[str, float] = {}
+"""Seconds in the garbage collector per generation (and counts), for ``gc-log``."""
+EXPERIMENTS: set[str] = set()
+
+
 def _experiments(names: str) -> None:
     """Patch in a proposed fix of alallo (``ALALLO_BENCH_EXPERIMENT=a,b``), to measure it.
 
@@ -214,6 +222,11 @@ def _experiments(names: str) -> None:
       (a real fix must forget a key when it is revoked).
     - ``sync-output-log``: the trainer output log is appended with a plain
       blocking write instead of ``trio.open_file`` (a worker thread per chunk).
+    - ``gc-log``: time spent in the cyclic garbage collector, per generation, is
+      written (JSON) to ``$ALALLO_BENCH_GC_LOG`` at the end of each publishing run.
+    - ``gc-threshold=A/B/C``: ``gc.set_threshold(A, B, C)`` at start.
+    - ``gc-freeze``: ``gc.freeze()`` when a publishing run starts: what exists then
+      (the open streams) is left out of every later collection.
     """
     for name in filter(None, names.split(",")):
         if name == "inline-reads":
@@ -260,11 +273,32 @@ def _experiments(names: str) -> None:
 
             # Only the trainer's output log uses trio.open_file in alallo and gateway.
             trio.open_file = open_file  # type: ignore[assignment]
+        elif name == "gc-log":
+            import gc
+
+            started: list[float] = []
+
+            def timed(phase: str, info: dict[str, int]) -> None:
+                if phase == "start":
+                    started.append(time.perf_counter())
+                elif started:
+                    key = f"gen{info['generation']}"
+                    GC_TIMES[key] = GC_TIMES.get(key, 0.0) + time.perf_counter() - started.pop()
+                    GC_TIMES[key + "_n"] = GC_TIMES.get(key + "_n", 0) + 1
+
+            gc.callbacks.append(timed)
+        elif name.startswith("gc-threshold="):
+            import gc
+
+            gc.set_threshold(*(int(x) for x in name.split("=")[1].split("/")))
+        elif name == "gc-freeze":
+            EXPERIMENTS.add(name)
         else:
             raise ValueError(f"unknown experiment {name!r}")
 
 
 def _serve(data_dir: Path) -> None:
+    import gc
     import logging
     import signal
     import socket
@@ -273,7 +307,6 @@ def _serve(data_dir: Path) -> None:
     import structlog
     import trio
     from hypercorn.config import Config
-    from hypercorn.trio import serve
     from sse_starlette import EventSourceResponse, ServerSentEvent
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -282,10 +315,12 @@ def _serve(data_dir: Path) -> None:
 
     from alallo import Runtime, Settings
     from alallo.runtime._bus import Item
+    from gateway._connections import serve_connections
     from gateway.app import build_app
-    from gateway.server import GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
+    from gateway.server import GC_THRESHOLDS, GRACEFUL_TIMEOUT_S, LISTEN_BACKLOG
 
     raise_fd_limit()
+    gc.set_threshold(*GC_THRESHOLDS)  # as gateway.serve does
     _experiments(os.environ.get("ALALLO_BENCH_EXPERIMENT", ""))
     # A log line per request or job event would measure the log, not the server.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -324,6 +359,19 @@ def _serve(data_dir: Path) -> None:
         return JSONResponse({"ok": True})
 
     async def _publish(target: str, topics: list[str], rate: float, seconds: float) -> None:
+        if "gc-freeze" in EXPERIMENTS:
+            import gc
+            gc.freeze()
+        GC_TIMES.clear()
+        try:
+            await _publish_items(target, topics, rate, seconds)
+        finally:
+            if log := os.environ.get("ALALLO_BENCH_GC_LOG"):
+                with open(log, "a") as out:
+                    out.write(json.dumps({"target": target, **GC_TIMES}) + "\n")
+
+    async def _publish_items(target: str, topics: list[str], rate: float, seconds: float,
+                             ) -> None:
         interval = 1.0 / rate
         start = trio.current_time()
         account = "acct-local"
@@ -340,8 +388,8 @@ def _serve(data_dir: Path) -> None:
                     for send in list(bare_subscribers.get(topic, ())):
                         try:
                             send.send_nowait(data)
-                        except trio.WouldBlock:
-                            pass
+                        except (trio.WouldBlock, trio.BrokenResourceError):
+                            pass  # 1,024 behind, or a subscriber that just left
 
     bare = Starlette(routes=[
         Route("/bare/job", bare_job, methods=["GET"]),
@@ -370,13 +418,11 @@ def _serve(data_dir: Path) -> None:
             sock.listen(LISTEN_BACKLOG)
             port = sock.getsockname()[1]
             config = Config()
-            config.bind = [f"fd://{sock.fileno()}"]
             config.graceful_timeout = GRACEFUL_TIMEOUT_S
             config.backlog = LISTEN_BACKLOG
             config.accesslog = None
             config.errorlog = "-"
             config.loglevel = "WARNING"
-            sock.detach()
 
             async def until_signal() -> None:
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -385,7 +431,7 @@ def _serve(data_dir: Path) -> None:
                         return
 
             stopped = trio.Event()
-            await n.start(partial(serve, app, config,  # type: ignore[arg-type]
+            await n.start(partial(serve_connections, app, config, sock,  # type: ignore[arg-type]
                                   shutdown_trigger=stopped.wait))
             print(json.dumps({"url": f"http://127.0.0.1:{port}", "api_key": rt.api_key,
                               "pid": os.getpid()}), flush=True)

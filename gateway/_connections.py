@@ -32,6 +32,8 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ASGIFramework, ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
+from ._chunks import CONNECTION_KEY
+
 __all__ = ["serve_connections"]
 
 
@@ -64,7 +66,13 @@ async def serve_connections(
     async def handle(stream: trio.SocketStream) -> None:
         streams.add(stream)
         try:
-            await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
+            state = ConnectionState({})
+            server = TCPServer(wrapped, config, context, state, stream)  # type: ignore[arg-type]
+            state[CONNECTION_KEY] = server  # streamed bodies write to it (gateway/_chunks.py)
+            try:
+                await server
+            finally:
+                del state[CONNECTION_KEY]  # no cycle for the garbage collector to find
         finally:
             streams.discard(stream)
 

@@ -22,9 +22,10 @@ a ``Last-Event-ID`` response header with the point it resumed from.
 Keep-alive comments go out every 15 s so that proxies keep idle streams
 open; ``X-Accel-Buffering: no`` tells nginx not to buffer them.
 
-Shutdown: sse-starlette's own drain hooks uvicorn only, so each stream
-watches the app's ``stopping`` event (set by :func:`gateway.serve`), sends
-``retry:`` and ``event: shutdown``, and ends well within the graceful timeout.
+The response is :class:`gateway._event_stream.EventStreamResponse` (keep-alive
+comments, the goodbye on shutdown, the end when the client leaves); its
+docstring says why it is not sse-starlette's. On shutdown each stream sends
+``event: shutdown`` with ``retry:`` and ends well within the graceful timeout.
 
 Slow readers: Hypercorn's trio worker blocks a send to a client that stopped
 reading, and no cancellation reaches it (research/sse-and-streaming.md §0.2).
@@ -37,13 +38,10 @@ shutdown, :mod:`gateway._connections` cuts it at the graceful deadline.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-import trio
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -51,15 +49,10 @@ from alallo import InvalidRequest
 from alallo.runtime import Item
 
 from ._auth import account_of, runtime_of
+from ._event_stream import KEEPALIVE_S, RETRY_MS, EventStreamResponse
 from ._metrics import open_stream
 
 __all__ = ["KEEPALIVE_S", "RETRY_MS", "account_stream", "job_stream", "resume_point"]
-
-KEEPALIVE_S = 15
-"""Seconds between keep-alive comments on an idle stream."""
-RETRY_MS = 2000
-"""How long browsers wait before reconnecting (the SSE ``retry`` field)."""
-
 
 def resume_point(request: Request) -> int:
     """Where a stream resumes: ``Last-Event-ID``, else ``lastEventID`` or ``after``; 0 if none.
@@ -85,9 +78,8 @@ def resume_point(request: Request) -> int:
     return 0
 
 
-def _frame(kind: str, seq: int | None, data: Any) -> bytes:
-    return ServerSentEvent(data=json.dumps(data, separators=(",", ":")), event=kind,
-                           id=None if seq is None else str(seq)).encode()
+def _frame(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\r\ndata: {json.dumps(data, separators=(',', ':'))}\r\n\r\n".encode()
 
 
 def sse_frame(item: Item) -> bytes:
@@ -100,6 +92,8 @@ def _chunk(items: list[Item], *, first: bool) -> bytes:
     """Items as one chunk of SSE frames; each frame is encoded once per item
     (:func:`sse_frame`, kept by :meth:`Item.encoded`), whatever the number of subscribers.
     The stream's first frame also carries ``retry:``."""
+    if len(items) == 1 and not first:
+        return items[0].encoded("sse", sse_frame)  # the common case: nothing allocated
     frames = [item.encoded("sse", sse_frame) for item in items]
     if first:
         frames[0] = frames[0][:-2] + _RETRY_FIELD
@@ -129,7 +123,7 @@ async def job_stream(request: Request) -> Response:
             for item in batch:
                 if item.kind == "job":
                     last = item.data
-        yield _frame("done", None, {"id": job_id, "status": last.get("status"),
+        yield _frame("done", {"id": job_id, "status": last.get("status"),
                                     "seq": last.get("seq")})
 
     return event_stream(request, chunks, after=after, kind="job")
@@ -151,45 +145,10 @@ async def account_stream(request: Request) -> Response:
 
 
 def event_stream(request: Request, source: Callable[[], AsyncGenerator[bytes, None]],
-                 *, after: int, kind: str) -> EventSourceResponse:
-    """An SSE response of ``source()`` that ends early, with ``event: shutdown``, on shutdown.
-
-    ``source`` yields chunks of encoded SSE frames (each sent as one body
-    message), read by the response's own task: each wait for the next chunk
-    runs in a cancel scope of its own, which a watcher task (sse-starlette's
-    ``data_sender_callable``) cancels when the app stops. Nothing yields
-    inside that scope, so a body suspended at ``yield`` is never cancelled
-    from outside (the trap of cancel scopes around ``yield``:
-    research/sse-and-streaming.md); before each wait the body checks
-    ``stopping`` itself. (Before: the source ran in a pump task and handed
-    each frame over a rendezvous channel: two task switches per chunk more.)
-    """
-    stopping: trio.Event = request.app.state.stopping
-    waiting: trio.CancelScope | None = None
-
-    async def watch() -> None:
-        await stopping.wait()
-        if waiting is not None:
-            waiting.cancel()
-
-    async def body() -> AsyncIterator[bytes]:
-        nonlocal waiting
-        with open_stream(request.app, kind):
-            async with contextlib.aclosing(source()) as chunks:
-                while not stopping.is_set():
-                    with trio.CancelScope() as waiting:
-                        chunk = await anext(chunks, None)
-                    if waiting.cancelled_caught or chunk is None:
-                        break
-                    yield chunk
-                waiting = None
-            if stopping.is_set():
-                yield _SHUTDOWN
-
-    return EventSourceResponse(
-        body(), ping=KEEPALIVE_S, data_sender_callable=watch,
-        headers={"Last-Event-ID": str(after), "Cache-Control": "no-store"},
-    )
-
-
-_SHUTDOWN = ServerSentEvent(event="shutdown", data="{}", retry=RETRY_MS).encode()
+                 *, after: int, kind: str) -> EventStreamResponse:
+    """An SSE response of ``source()`` (chunks of encoded frames) that ends early, with
+    ``event: shutdown``, when the app stops (``app.state.stopping``); counted in the
+    ``alallo_open_streams`` gauge under ``kind`` while it is open."""
+    return EventStreamResponse(source, stopping=request.app.state.stopping,
+                               headers={"Last-Event-ID": str(after)},
+                               while_open=lambda: open_stream(request.app, kind))

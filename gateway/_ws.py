@@ -33,6 +33,7 @@ holds up only its own tasks, as for SSE.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -42,6 +43,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from alallo import AlalloError, NotFound, Unauthorized
 from alallo._json import NestingTooDeep, loads
+from alallo.runtime import Item
 
 from ._auth import account_of, runtime_of
 from ._metrics import open_stream
@@ -67,8 +69,20 @@ def _frame(stream: str, seq: int | None, data: Mapping[str, Any]) -> dict[str, A
     return {"stream": stream, "seq": seq, "data": data}
 
 
-def _item(subscription: str, stream: str, seq: int, data: Mapping[str, Any]) -> dict[str, Any]:
-    return {"stream": stream, "seq": seq, "data": data, "subscription": subscription}
+def _job_frame(item: Item) -> str:
+    """A job stream's item as its text frame, ``subscription`` being the job: the same
+    for every client following the job, so encoded once per item (:meth:`Item.encoded`)."""
+    return item.encoded("ws", _encode_job_frame).decode()
+
+
+def _encode_job_frame(item: Item) -> bytes:
+    return _text(item.job_id, item).encode()
+
+
+def _text(subscription: str, item: Item) -> str:
+    # The keys in the order of _frame's, ``data`` spliced in as the item's own JSON.
+    return (f'{{"stream":{json.dumps(item.kind)},"seq":{item.seq},"data":{item.json()},'
+            f'"subscription":{json.dumps(subscription)}}}')
 
 
 def _error(exc: AlalloError, job_id: str | None = None) -> dict[str, Any]:
@@ -87,7 +101,8 @@ async def websocket_stream(websocket: WebSocket) -> None:
         return
     runtime = runtime_of(websocket)
     stopping: trio.Event = websocket.app.state.stopping
-    send_out, receive_out = trio.open_memory_channel[dict[str, Any]](OUTGOING_BUFFER)
+    # Items go out as text encoded once per item; the other frames as dicts.
+    send_out, receive_out = trio.open_memory_channel[str | dict[str, Any]](OUTGOING_BUFFER)
     live = 0  # job subscriptions not yet done
     everything = False  # subscribed to "*"
 
@@ -99,7 +114,7 @@ async def websocket_stream(websocket: WebSocket) -> None:
                                     "seq": job.state_seq}
             if not (job.status.is_final and after >= job.state_seq):
                 async for item in runtime.stream(account, job_id, after=after):
-                    await send_out.send(_item(job_id, item.kind, item.seq, item.data))
+                    await send_out.send(_job_frame(item))
                     if item.kind == "job":
                         last = {"id": job_id, "status": item.data["status"],
                                 "seq": item.seq}
@@ -112,7 +127,7 @@ async def websocket_stream(websocket: WebSocket) -> None:
 
     async def follow_account(after: int) -> None:
         async for item in runtime.stream_jobs(account, after=after):
-            await send_out.send(_item("*", item.kind, item.seq, item.data))
+            await send_out.send(_text("*", item))
 
     async def read(nursery: trio.Nursery) -> None:
         nonlocal live, everything
@@ -147,6 +162,9 @@ async def websocket_stream(websocket: WebSocket) -> None:
 
     async def write(nursery: trio.Nursery) -> None:
         async for frame in receive_out:
+            if isinstance(frame, str):
+                await websocket.send_text(frame)
+                continue
             if frame["stream"] == "close":
                 await websocket.close(code=frame["data"].get("code", 1000),
                                       reason=frame["data"].get("reason"))

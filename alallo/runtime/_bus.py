@@ -64,17 +64,29 @@ class Lagged(Exception):
 
 @dataclass(eq=False)
 class Subscription:
-    """A live feed of one job's items (or of one account's job changes)."""
+    """A live feed of one job's items (or of one account's job changes).
+
+    One task reads it at a time. A push wakes that task directly
+    (:func:`trio.lowlevel.reschedule`, as trio's memory channels do) rather than
+    through a :class:`trio.Event` made afresh for every wait: with thousands of
+    subscribers per job, that bookkeeping was paid once per subscriber per item.
+    """
 
     buffer_size: int
     _items: deque[Item] = field(default_factory=deque)
-    _wakeup: trio.Event = field(default_factory=trio.Event)
+    _reader: trio.lowlevel.Task | None = None
     _lagged: bool = False
+
+    def _wake(self) -> None:
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            trio.lowlevel.reschedule(reader)
 
     def _nudge(self) -> None:
         self._lagged = True
         self._items.clear()
-        self._wakeup.set()
+        self._wake()
 
     def _push(self, item: Item) -> None:
         if self._lagged:
@@ -84,17 +96,24 @@ class Subscription:
             self._items.clear()
         else:
             self._items.append(item)
-        self._wakeup.set()
+        self._wake()
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._reader = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     async def receive_batch(self) -> list[Item]:
         """Wait for items and take all that are buffered, oldest first.
 
         Raises:
             Lagged: the buffer overflowed; nothing is lost in the store.
+            trio.BusyResourceError: another task is waiting on this subscription.
         """
         while not self._items and not self._lagged:
-            await self._wakeup.wait()
-            self._wakeup = trio.Event()
+            if self._reader is not None:
+                raise trio.BusyResourceError("another task is already reading this subscription")
+            self._reader = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
         if self._lagged:
             self._lagged = False
             raise Lagged()

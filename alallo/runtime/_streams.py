@@ -86,20 +86,13 @@ class Streams:
                     return
                 try:
                     while True:
-                        batch: list[Item] = []
-                        final = False
-                        for item in await subscription.receive_batch():
-                            if item.seq <= cursor:
-                                continue
-                            batch.append(item)
-                            cursor = item.seq
-                            if item.kind == "job" and item.data["status"] in _FINAL:
-                                final = True
-                                break
+                        batch = _live(await subscription.receive_batch(), cursor)
                         if batch:
                             yield batch
-                        if final:
-                            return
+                            cursor = batch[-1].seq
+                            last = batch[-1]
+                            if last.kind == "job" and last.data["status"] in _FINAL:
+                                return
                 except Lagged:
                     continue
 
@@ -139,6 +132,20 @@ class Streams:
         async for _ in self.stream(account_id, job_id, after=0):
             pass
         return await self._get_job(account_id, job_id)
+
+
+def _live(items: list[Item], cursor: int) -> list[Item]:
+    """The items (in ``seq`` order) past ``cursor``, up to and including a final job state;
+    ``items`` itself when that is all of them (the common case: nothing is copied)."""
+    start = 0
+    while start < len(items) and items[start].seq <= cursor:
+        start += 1
+    end = start
+    for item in items[start:] if start else items:
+        end += 1
+        if item.kind == "job" and item.data["status"] in _FINAL:
+            break
+    return items if start == 0 and end == len(items) else items[start:end]
 
 
 def _public_item(job_id: str, kind: str, data: dict[str, Any],
