@@ -5,7 +5,8 @@ or broken database raises :class:`StoreUnavailable`.
 
 - :mod:`~alallo.store._store`: :class:`Store`, the one object the runtime holds (its parts:
   ``_accounts``, ``_files``, ``_sessions``, ``_saves``); :mod:`~alallo.store._schema`: the tables.
-- :mod:`~alallo.store._group_commit`: concurrent writes gathered into one transaction.
+- :mod:`~alallo.store._group_commit`: concurrent writes gathered into one transaction;
+  :mod:`~alallo.store._prepared`: the hot writes' statements, compiled once, run on the driver.
 - :mod:`~alallo.store._checkpoints`: :class:`JobCheckpoints`, the supervisor's checkpoint
   store over job rows; :mod:`~alallo.store._tolerant`: reading rows that no longer validate.
 - :mod:`~alallo.store._migrations`: running Alembic's scripts (``migrations/``).

@@ -8,38 +8,49 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
 from .._errors import LeaseLost
 from ..jobs import Event, Job, LedgerEntry, LogLine, MetricsPoint
+from ._prepared import Prepared
 from ._schema import NOTIFY_CHANNEL, accounts, job_feed, job_items, jobs, ledger
 
 __all__ = ["Save", "balance_of", "save_many"]
 
-# The statements of the hot path (every trainer line is a save_job), built once:
-# building a Core statement costs several times what running it does.
+# The statements of the hot path (every job creation and every trainer line is a save),
+# built once and run as the driver's SQL (alallo.store._prepared: SQLAlchemy's per-row
+# parameter handling cost more than SQLite's work for a batch).
+_JOB_COLUMNS = ("id", "account_id", "created_at", "status", "training_file", "seq", "state",
+                "owner", "epoch")
 _UPDATE_JOB = jobs.update().where(jobs.c.id == sa.bindparam("job_id")).values(
     status=sa.bindparam("new_status"), seq=sa.bindparam("new_seq"),
     state=sa.bindparam("new_state"))
 _UPDATE_OWNED_JOB = _UPDATE_JOB.where(jobs.c.epoch == sa.bindparam("lease_epoch"))
-_INSERT_JOB = jobs.insert()
-_INSERT_JOB_NUMBERED = jobs.insert().values(
+_PLAIN_UPDATE = Prepared(_UPDATE_JOB, ("new_status", "new_seq", "new_state", "job_id"))
+_INSERT_JOB = Prepared(jobs.insert(), _JOB_COLUMNS)
+_ZERO: sa.ColumnClause[int] = sa.literal_column("0")
+_ONE: sa.ColumnClause[int] = sa.literal_column("1")
+_INSERT_JOB_NUMBERED = Prepared(jobs.insert().values(
     # SQLite writes one at a time: the next number is free (PostgreSQL: an identity).
-    number=sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), 0) + 1).scalar_subquery())
-_INSERT_ITEMS = job_items.insert()
+    number=sa.select(sa.func.coalesce(sa.func.max(jobs.c.number), _ZERO) + _ONE)
+    .scalar_subquery()), _JOB_COLUMNS)
+_INSERT_ITEMS = Prepared(job_items.insert(), ("job_id", "seq", "kind", "attempt", "data"))
 _FEED_STATES = sa.select(job_feed.c.job_id, job_feed.c.state_seq).where(
     job_feed.c.job_id.in_(sa.bindparam("job_ids", expanding=True)))
-_LOCK_ACCOUNT = (sa.select(accounts.c.id).where(accounts.c.id == sa.bindparam("account_id"))
-                 .with_for_update())
-_NEXT_POSITION = (sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), 0) + 1)
-                  .where(job_feed.c.account_id == sa.bindparam("account_id")))
-_INSERT_FEED = job_feed.insert()
-_MOVE_FEED = job_feed.update().where(job_feed.c.job_id == sa.bindparam("feed_job_id")).values(
-    position=sa.bindparam("new_position"), state_seq=sa.bindparam("new_state_seq"))
-_BALANCE = (sa.select(accounts.c.balance, accounts.c.billing_limit)
-            .where(accounts.c.id == sa.bindparam("account_id")))
+_LOCK_ACCOUNT = Prepared(sa.select(accounts.c.id)
+                         .where(accounts.c.id == sa.bindparam("account_id")).with_for_update(),
+                         ("account_id",))
+_NEXT_POSITION = Prepared(
+    sa.select(sa.func.coalesce(sa.func.max(job_feed.c.position), _ZERO) + _ONE)
+    .where(job_feed.c.account_id == sa.bindparam("account_id")), ("account_id",))
+_INSERT_FEED = Prepared(job_feed.insert(), ("job_id", "account_id", "position", "state_seq"))
+_MOVE_FEED = Prepared(job_feed.update().where(job_feed.c.job_id == sa.bindparam("feed_job_id"))
+                      .values(position=sa.bindparam("new_position"),
+                              state_seq=sa.bindparam("new_state_seq")),
+                      ("new_position", "new_state_seq", "feed_job_id"))
+_BALANCE = Prepared(sa.select(accounts.c.balance, accounts.c.billing_limit)
+                    .where(accounts.c.id == sa.bindparam("account_id")), ("account_id",))
 _LEDGER_ENTRY = sa.select(ledger.c.job_id).where(
     ledger.c.job_id == sa.bindparam("job_id"), ledger.c.kind == sa.bindparam("entry_kind"),
     ledger.c.first_step == sa.bindparam("entry_first_step"))
@@ -53,7 +64,7 @@ _NOTIFY_MANY = sa.text("SELECT pg_notify(:channel, payload) "
 
 def balance_of(c: sa.Connection, account_id: str) -> tuple[float, float]:
     """The account's ``(balance, billing_limit)`` in USD; ``(0, 0)`` for an unknown account."""
-    row = c.execute(_BALANCE, {"account_id": account_id}).first()
+    row = _BALANCE.one(c, account_id)
     return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
 
 
@@ -106,19 +117,20 @@ def save_many(c: sa.Connection, saves: Sequence[Save], notify_as: str | None) ->
     """
     if not saves:
         return
-    inserts = [{"id": s.job.id, "account_id": s.job.account_id, "created_at": s.job.created_at,
-                "training_file": s.job.spec.training_file, "status": s.job.status.value,
-                "seq": s.job.seq, "state": s.state, "owner": s.owner,
-                "epoch": 0 if s.owner is None else 1} for s in saves if s.insert]
+    inserts = [(s.job.id, s.job.account_id, s.job.created_at, s.job.status.value,
+                s.job.spec.training_file, s.job.seq, s.state, s.owner, 0 if s.owner is None else 1)
+               for s in saves if s.insert]
     if inserts:
-        c.execute(_INSERT_JOB if c.dialect.name == "postgresql" else _INSERT_JOB_NUMBERED,
-                  inserts)
-    plain = [_update_params(s) for s in saves if not s.insert and s.epoch is None]
+        (_INSERT_JOB if c.dialect.name == "postgresql" else _INSERT_JOB_NUMBERED).execute(
+            c, inserts)
+    plain = [(s.job.status.value, s.job.seq, s.state, s.job.id)
+             for s in saves if not s.insert and s.epoch is None]
     if plain:
-        c.execute(_UPDATE_JOB, plain)
+        _PLAIN_UPDATE.execute(c, plain)
     fenced = [s for s in saves if not s.insert and s.epoch is not None]
     if fenced:
-        params = [{**_update_params(s), "lease_epoch": s.epoch} for s in fenced]
+        params = [{"job_id": s.job.id, "new_status": s.job.status.value, "new_seq": s.job.seq,
+                   "new_state": s.state, "lease_epoch": s.epoch} for s in fenced]
         if c.dialect.supports_sane_multi_rowcount:
             if c.execute(_UPDATE_OWNED_JOB, params).rowcount != len(fenced):
                 # Which one is not known here: the batch is retried one change at a time.
@@ -130,25 +142,18 @@ def save_many(c: sa.Connection, saves: Sequence[Save], notify_as: str | None) ->
     if notify_as is not None:
         c.execute(_NOTIFY_MANY, {"channel": NOTIFY_CHANNEL, "payloads": [
             f"j {notify_as} {s.job.id} {s.job.account_id}" for s in saves]})
-    rows = []
+    rows: list[tuple[str, int, str, int, str]] = []
     for s in saves:
         job = s.job
-        rows += [{"job_id": job.id, "seq": e.seq, "kind": "event", "attempt": job.attempt,
-                  "data": e.model_dump_json()} for e in s.events]
-        rows += [{"job_id": job.id, "seq": line.n, "attempt": line.attempt,
-                  "kind": "log" if isinstance(line, LogLine) else "metrics",
-                  "data": line.model_dump_json(exclude_none=True)} for line in s.log]
+        rows += [(job.id, e.seq, "event", job.attempt, e.model_dump_json()) for e in s.events]
+        rows += [(job.id, line.n, "log" if isinstance(line, LogLine) else "metrics",
+                  line.attempt, line.model_dump_json(exclude_none=True)) for line in s.log]
     if rows:
-        c.execute(_INSERT_ITEMS, rows)
+        _INSERT_ITEMS.execute(c, rows)
     _touch_feeds(c, [s.job for s in saves], {s.job.id for s in saves if s.insert})
     for s in saves:
         for entry in s.entries:
             _apply_entry(c, s.job, entry)
-
-
-def _update_params(s: Save) -> dict[str, Any]:
-    return {"job_id": s.job.id, "new_status": s.job.status.value, "new_seq": s.job.seq,
-            "new_state": s.state}
 
 
 def _touch_feeds(c: sa.Connection, batch: Sequence[Job], created: set[str]) -> None:
@@ -168,21 +173,19 @@ def _touch_feeds(c: sa.Connection, batch: Sequence[Job], created: set[str]) -> N
     by_account: dict[str, list[Job]] = {}
     for job in moved:
         by_account.setdefault(job.account_id, []).append(job)
-    inserts: list[dict[str, Any]] = []
-    updates: list[dict[str, Any]] = []
+    inserts: list[tuple[str, str, int, int]] = []
+    updates: list[tuple[int, int, str]] = []
     for account_id in sorted(by_account):
         if c.dialect.name != "sqlite":
-            c.execute(_LOCK_ACCOUNT, {"account_id": account_id})
-        position = c.execute(_NEXT_POSITION, {"account_id": account_id}).scalar_one()
+            _LOCK_ACCOUNT.one(c, account_id)
+        position = int(_NEXT_POSITION.one(c, account_id)[0])
         for job in by_account[account_id]:
             if job.id in known:
-                updates.append({"feed_job_id": job.id, "new_position": position,
-                                "new_state_seq": job.state_seq})
+                updates.append((position, job.state_seq, job.id))
             else:
-                inserts.append({"job_id": job.id, "account_id": account_id,
-                                "position": position, "state_seq": job.state_seq})
+                inserts.append((job.id, account_id, position, job.state_seq))
             position += 1
     if inserts:
-        c.execute(_INSERT_FEED, inserts)
+        _INSERT_FEED.execute(c, inserts)
     if updates:
-        c.execute(_MOVE_FEED, updates)
+        _MOVE_FEED.execute(c, updates)

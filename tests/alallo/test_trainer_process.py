@@ -273,3 +273,55 @@ async def test_kill_9_of_the_server_leaves_no_warm_process_and_no_trainer(
     await wait_exited([trainer, warm], timeout=10)
     assert not alive(warm), "the warm process dies with the server"
     assert not alive(trainer), "the trainer dies with the warm process"
+
+
+COLD_SERVER = '''
+import sys, trio
+from pathlib import Path
+from alallo.executors import TrainerProcess
+
+async def main(cwd):
+    script = "import time; print('up', flush=True); time.sleep(60)"
+    process = TrainerProcess([sys.executable, "-c", script], cwd=Path(cwd),
+                             output_log=Path(cwd) / "out.log", grace_s=1)
+    started = trio.Event()
+
+    async def on_line(line):
+        started.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(process.run, on_line)
+        await started.wait()
+        print(process.pid, flush=True)
+
+trio.run(main, sys.argv[1])
+'''
+
+
+async def test_kill_9_of_the_server_leaves_no_cold_trainer(tmp_path: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-c", COLD_SERVER, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        trainer = int(await trio.to_thread.run_sync(server.stdout.readline))
+        assert alive(trainer)
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+    await wait_exited([trainer], timeout=10)
+    assert not alive(trainer), "the trainer dies with the server (its parent-death signal)"
+
+
+async def test_a_command_that_is_not_executable_raises(tmp_path: Path) -> None:
+    script = tmp_path / "trainer.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    process = TrainerProcess([str(script)], cwd=tmp_path, output_log=tmp_path / "o",
+                             grace_s=1)
+
+    async def ignore(line: str) -> None:
+        pass
+
+    with pytest.raises(PermissionError):
+        await process.run(ignore)
