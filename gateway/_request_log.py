@@ -17,6 +17,7 @@ buffers streaming bodies in a task of its own); the shape is asgi-correlation-id
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -32,6 +33,16 @@ _TOKEN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _JOB_ID = re.compile(r"/jobs/(ft-[0-9a-f]{24})(?:/|$)")
 
 log = structlog.get_logger("gateway.http")
+_ABOVE_INFO = frozenset(structlog.make_filtering_bound_logger(level)
+                        for level in (logging.WARNING, logging.ERROR, logging.CRITICAL))
+
+
+def _logs_info() -> bool:
+    # Whether an info line would be written: not when structlog is configured with a
+    # filtering logger above INFO (the demo, the benchmarks). Asking ``log`` itself would
+    # bind a logger per line (cache_logger_on_first_use is off), which costs more than the
+    # rest of this middleware.
+    return structlog.get_config()["wrapper_class"] not in _ABOVE_INFO
 
 
 def _new_request_id() -> str:
@@ -71,8 +82,9 @@ class RequestLog:
                 message["headers"] = [*message.get("headers", ()), request_id_header]
                 status = message.get("status", 101)
                 streaming = True
-                log.info("http.request", method=method, path=path, status=status,
-                         duration_ms=round((time.perf_counter() - started) * 1000, 2))
+                if _logs_info():
+                    log.info("http.request", method=method, path=path, status=status,
+                             duration_ms=round((time.perf_counter() - started) * 1000, 2))
             await send(message)
 
         # bind + reset: what structlog's bound_contextvars() does, less its look at every
