@@ -47,9 +47,11 @@ async def caller_of(conn: HTTPConnection) -> tuple[str, str]:
             that is not valid, or a session that has ended (401).
     """
     key = key_of(conn)
+    if key:  # the cookie is not even parsed: a key wins
+        return hash_key(key), await runtime_of(conn).authenticate(key)
     cookie = conn.cookies.get(SESSION_COOKIE)
-    if key or not cookie:
-        return hash_key(key) if key else "", await runtime_of(conn).authenticate(key or None)
+    if not cookie:
+        return "", await runtime_of(conn).authenticate(None)
     return await sessions_of(conn).key_of(cookie)
 
 

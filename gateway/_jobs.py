@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from alallo import LOCAL_ACCOUNT
 from alallo.runtime import list_checkpoints, views
@@ -14,6 +14,7 @@ from alallo.runtime import list_checkpoints, views
 from ._auth import account_of, runtime_of
 from ._body import json_object, query_int
 from ._errors import Forbidden
+from ._job_json import JobJson
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
@@ -49,11 +50,13 @@ async def list_jobs(request: Request) -> JSONResponse:
     return JSONResponse(views.page([views.job_view(j, now=now) for j in jobs], more))
 
 
-async def get_job(request: Request) -> JSONResponse:
-    """``GET /v1/fine_tuning/jobs/{job_id}``."""
+async def get_job(request: Request) -> Response:
+    """``GET /v1/fine_tuning/jobs/{job_id}``: the bytes of :func:`views.job_view`, rendered
+    once per state of the job (:mod:`gateway._job_json`)."""
     account = await account_of(request)
     job = await runtime_of(request).get_job(account, request.path_params["job_id"])
-    return JSONResponse(views.job_view(job, now=time.time()))
+    job_json: JobJson = request.app.state.job_json
+    return job_json.response(job, now=time.time())
 
 
 async def cancel_job(request: Request) -> JSONResponse:

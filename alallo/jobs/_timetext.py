@@ -16,6 +16,10 @@ TIME_LEFT_MINUTES_BELOW_S = 5400.0
 """Time left writes times under 1.5 hours in minutes, longer ones in hours (the seeds)."""
 
 
+_ROUNDINGS: dict[str, Callable[[float], int]] = {
+    "nearest": round, "down": math.floor, "up": math.ceil}
+
+
 def format_duration(
     seconds: float,
     *,
@@ -30,9 +34,7 @@ def format_duration(
     two steps goes: a range rounds its low end down and its high end up, so
     that the text still holds the range (:attr:`TimeRange.text`).
     """
-    roundings: dict[str, Callable[[float], int]] = {
-        "nearest": round, "down": math.floor, "up": math.ceil}
-    round_to = roundings[rounding]
+    round_to = _ROUNDINGS[rounding]
     if seconds < (60 if rounding == "down" else 30):
         return "< 1 min"
     if seconds < minutes_below:

@@ -36,6 +36,8 @@ __all__ = [
     "checkpoint_view",
     "event_view",
     "file_view",
+    "JOB_CLOCK_KEYS",
+    "job_clock_view",
     "job_view",
     "log_line_view",
     "metrics_row_view",
@@ -78,10 +80,26 @@ def placement_view(placement: Placement) -> dict[str, Any]:
             "devices": placement.devices, "device_indices": list(placement.device_indices)}
 
 
-def job_view(job: Job, *, now: float) -> api.FineTuningJob:
-    """The job object (API.md, Jobs); ``now`` (Unix seconds) dates ``time_left``."""
-    spec = job.spec
+JOB_CLOCK_KEYS = ("time_left", "estimated_finish")
+"""The keys of :func:`job_view` that depend on ``now``; every other value is a function of
+the (frozen) :class:`~alallo.Job` alone, so a job's JSON may be rendered once per state
+with these filled in per answer (:func:`job_clock_view`)."""
+
+
+def job_clock_view(job: Job, *, now: float) -> dict[str, Any]:
+    """The values of :data:`JOB_CLOCK_KEYS` at ``now`` (Unix seconds), as in :func:`job_view`:
+    ``{"time_left": range or None, "estimated_finish": Unix seconds or None}``."""
     left = time_left(job, now=now)
+    if left is None:
+        return {"time_left": None, "estimated_finish": None}
+    return {"time_left": time_range_view(left), "estimated_finish": int(now + left.high_s)}
+
+
+def job_view(job: Job, *, now: float) -> api.FineTuningJob:
+    """The job object (API.md, Jobs); ``now`` (Unix seconds) dates ``time_left`` and
+    ``estimated_finish`` (:func:`job_clock_view`)."""
+    spec = job.spec
+    clock = job_clock_view(job, now=now)
     return {
         "id": job.id,
         "object": "fine_tuning.job",
@@ -105,7 +123,7 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
             "epoch": job.progress.epoch,
             "loss": job.progress.loss,
         },
-        "time_left": time_range_view(left) if left else None,
+        "time_left": clock["time_left"],
         "estimate": time_range_view(job.estimate),
         "price": {
             "estimate": {"low": job.price_estimate[0], "high": job.price_estimate[1]},
@@ -121,7 +139,7 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
-        "estimated_finish": int(now + left.high_s) if left else None,
+        "estimated_finish": clock["estimated_finish"],
         "attempt": job.attempt,
         "checkpoint": ({"step": job.checkpoint.step, "created_at": job.checkpoint.created_at}
                        if job.checkpoint else None),
