@@ -15,11 +15,12 @@ full fine-tune. Sides, one process, each run from the same saved weights, altern
   (:func:`alallo.trainers.trl.build_trainer`), with alallo's own choices (threads,
   no activation checkpointing on the CPU, padding-free batches where the model allows);
 - plain TRL: ``SFTTrainer`` with ``SFTConfig``'s defaults, given only what defines the job
-  (batch, steps, learning rate, max length, seed, CPU);
-- tuned TRL: the same with ``gradient_checkpointing=False`` and alallo's thread count
+  (batch, steps, learning rate, max length, seed, CPU): so bf16 autocast (slow on a CPU
+  without bf16 units), activation checkpointing, torch's default threads;
+- tuned TRL: the same in fp32 (``bf16=False``), ``gradient_checkpointing=False``, alallo's
+  thread count
   (what alallo's trainer ran before it chose padding-free batches);
-- TRL fast paths: the same, tuned as alallo tunes a CPU run (one thread for a model under
-  10 M parameters, ``gradient_checkpointing=False``), plus ``padding_free=True`` (which TRL
+- TRL fast paths: tuned TRL plus ``padding_free=True`` (which TRL
   allows without packing only with ``max_length=None``: every example here fits), or plus
   ``packing=True`` (BFD packing into 512-token rows, padding-free). Liger kernels need
   Triton and a GPU: not installable on this CPU machine, so not a side here.
@@ -169,9 +170,9 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        # The fast paths, tuned as alallo tunes a CPU run (one thread for a small model, no
-        # activation checkpointing), so that what differs from alallo is the batch's shape.
-        tuned = {"gradient_checkpointing": False}
+        # The fast paths, tuned as alallo tunes a CPU run (fp32, one thread for a small model,
+        # no activation checkpointing), so that what differs from alallo is the batch's shape.
+        tuned = {"gradient_checkpointing": False, "bf16": False}
         fast = {"plain": {}, "tuned": tuned,
                 "padding_free": {"padding_free": True, "max_length": None} | tuned,
                 "packing": {"packing": True} | tuned}[side]
