@@ -6,7 +6,9 @@ Part of :mod:`alallo.trainers.trl`; imported in the trainer's process only.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +18,9 @@ if TYPE_CHECKING:
     from peft import LoraConfig
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["MESSAGE_CHARS", "UserModelError", "bnb_config", "is_users_model", "load_model",
-           "lora_config", "quiet_libraries", "shortened"]
+__all__ = ["MESSAGE_CHARS", "UserModelError", "bnb_config", "drops_out", "is_users_model",
+           "keeps_apart",
+           "load_model", "lora_config", "quiet_libraries", "shortened", "use_padding_free"]
 
 
 class UserModelError(ValueError):
@@ -153,3 +156,126 @@ def lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:
         fan_in_fan_out=model_type == "gpt2",
         task_type="CAUSAL_LM",
     )
+
+
+_VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
+
+
+def keeps_apart(model: Any) -> str | None:
+    """How ``model`` keeps the sequences of a padding-free batch (several examples laid end
+    to end in one row, each with its own ``position_ids`` from 0, no attention mask) from
+    attending to each other, so that it computes what the padded batch computes: ``"varlen"``
+    with flash-attention's variable-length kernels (TRL's documented case; each sequence
+    costs its own length squared), ``"mask"`` with ``sdpa`` or ``eager`` attention in a model
+    that builds its mask with transformers' ``create_causal_mask``, which finds the sequences
+    from the position ids when no attention mask is given (transformers >= 5: GPT-2, Llama,
+    Qwen, Mistral, Gemma...; the row's attention then costs its whole length squared);
+    None when it does not."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    attention = getattr(base.config, "_attn_implementation", None)
+    if attention in _VARLEN_ATTENTION:
+        return "varlen"
+    modeling = sys.modules.get(type(base).__module__)
+    if attention in ("sdpa", "eager") and hasattr(modeling, "create_causal_mask"):
+        return "mask"
+    return None
+
+
+def drops_out(model: Any) -> bool:
+    """Whether training ``model`` (its adapter included) draws dropout masks: a dropout
+    layer with p > 0, or an attention dropout in the config (Llama's ``attention_dropout``).
+    GPT-2's configs have 0.1; Llama, Qwen, Mistral and Gemma train without."""
+    import torch
+
+    if any(isinstance(module, torch.nn.Dropout) and module.p > 0 for module in model.modules()):
+        return True
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return bool(getattr(base.config.get_text_config(), "attention_dropout", 0.0))
+
+
+FIRST_LABELS = "alallo_first_labels"
+"""A padding-free batch's count of the examples whose first token had a label: ``Trainer``
+counts those in a padded batch's tokens (the loss's divisor) where its loss does not shift
+the labels itself, though nothing predicts them; taken out before the model sees the batch."""
+
+
+@dataclasses.dataclass
+class _PaddingFree:
+    """TRL's padding-free collator, which pads a batch instead when that costs fewer FLOPs
+    (``per_token`` set: a masked row's attention grows with its whole length squared, a
+    padded batch's with each row's). Per layer and per unit of width, a token costs
+    ``per_token`` (the projections and the MLP, 12 x width, and a share of the LM head,
+    vocabulary / layers) and each pair of tokens in a row 2 (scores and values)."""
+
+    flat: Any
+    padded: Any
+    per_token: float | None
+
+    def __call__(self, examples: list[dict[str, Any]]) -> Any:
+        lengths = [len(example["input_ids"]) for example in examples]
+        if self.per_token is not None:
+            total, longest = sum(lengths), max(lengths)
+            padded = len(lengths) * (longest * self.per_token + 2 * longest * longest)
+            if total * self.per_token + 2 * total * total > padded:
+                return self.padded(examples)
+        batch = self.flat(examples)
+        batch[FIRST_LABELS] = sum(example.get("labels", example["input_ids"])[0] != -100
+                                  for example in examples)
+        return batch
+
+
+def _counted_as_padded(trainer: Any) -> None:
+    """The loss's divisor of a padding-free batch as of the padded one (:data:`FIRST_LABELS`),
+    so that the numbers trained and reported stay those of padded batches."""
+    count, compute_loss = trainer._get_num_items_in_batch, trainer.compute_loss
+    shifts = getattr(trainer, "_loss_shifts_labels", True)
+
+    def num_items_in_batch(batch_samples: list[dict[str, Any]], device: Any) -> Any:
+        items = count(batch_samples, device)
+        first = sum(int(batch.get(FIRST_LABELS, 0)) for batch in batch_samples)
+        return items + first if items is not None and not shifts else items
+
+    def loss(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        inputs.pop(FIRST_LABELS, None)
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer._get_num_items_in_batch = num_items_in_batch
+    trainer.compute_loss = loss
+
+
+def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
+    """Give an ``SFTTrainer`` padding-free batches where that trains exactly the tokens that
+    padded ones train, faster: the examples of a batch laid end to end in one row, no pad
+    token computed (TRL's ``padding_free``: position ids restart at 0 for each example, and
+    the first token of each is no label, as after the padded batch's shift). The loss is
+    divided by what the padded batch's is divided by (:data:`FIRST_LABELS`), so a job
+    trains and reports the numbers it did with padded batches.
+
+    Why not ``SFTConfig(padding_free=True)``: TRL then refuses ``max_length`` without
+    packing, and packing changes what a step trains on (so the steps, and the price).
+    Here TRL prepares the data as for padded batches (truncated to ``max_length``, loss
+    masks as before) and only the collator changes. Only with batches of 2 or more, TRL's
+    own collator (not a vision model's), a model without dropout (:func:`drops_out`: its
+    random masks are drawn by the batch's shape, so another shape trains other numbers)
+    and a model that :func:`keeps_apart` its sequences:
+    on a GPU with flash-attention's kernels; on the CPU through the mask, for the batches
+    where that costs fewer FLOPs than padding (the others are padded as before). Returns
+    whether it did.
+    """
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    collator = trainer.data_collator
+    how = keeps_apart(model)
+    if (type(collator) is not DataCollatorForLanguageModeling or collator.padding_free
+            or trainer.args.per_device_train_batch_size < 2 or how is None
+            or (cuda and how != "varlen") or drops_out(trainer.model)):
+        return False
+    per_token = None
+    if how == "mask":
+        config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
+        text = config.get_text_config()
+        per_token = 12 * text.hidden_size + text.vocab_size / max(1, text.num_hidden_layers)
+    trainer.data_collator = _PaddingFree(dataclasses.replace(collator, padding_free=True),
+                                         collator, per_token)
+    _counted_as_padded(trainer)
+    return True

@@ -76,6 +76,7 @@ from ._trl_model import (
     lora_config,
     quiet_libraries,
     shortened,
+    use_padding_free,
     with_starting_adapter,
 )
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["main"]
+__all__ = ["build_trainer", "choose_threads", "main"]
 
 _ONE_THREAD_BELOW_PARAMS = 10_000_000
 
@@ -184,12 +185,7 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         out(Log(text=f"Starting from the adapter at {config.init_adapter}"
                      + (", merged into the model" if config.adapter == "full" else "")))
         model = with_starting_adapter(config, model)
-    if not cuda and "OMP_NUM_THREADS" not in os.environ:
-        if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:
-            # A small model's matrices are too small to split: measured on
-            # the tiny model, 1 thread steps as fast as 2 when the cores are
-            # idle and several times faster when other processes share them.
-            torch.set_num_threads(1)
+    choose_threads(model, cuda=cuda)
     out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
     if config.data_format in ("messages", "preference") and not tokenizer.chat_template:
         raise _SettingsError(
@@ -218,7 +214,7 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     if world_size() > 1:
         out(Log(text=f"Distributed training: world size {world_size()}, "
                      f"backend {'nccl' if cuda else 'gloo'}"))
-    trainer = _build_trainer(
+    trainer = build_trainer(
         config, model, tokenizer, (dataset, eval_dataset), out, run,
         max_length=max_length, cuda=cuda, bf16=bf16,
     )
@@ -243,7 +239,19 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
              stopped_at=state.global_step if early else None, best_step=best))
 
 
-def _build_trainer(
+def choose_threads(model: PreTrainedModel, *, cuda: bool) -> None:
+    """On the CPU, one torch thread for a model under 10 M parameters (unless
+    ``OMP_NUM_THREADS`` says otherwise): a small model's matrices are too small to split;
+    measured on the tiny model, 1 thread steps as fast as 2 when the cores are idle and
+    several times faster when other processes share them."""
+    if not cuda and "OMP_NUM_THREADS" not in os.environ:
+        if model.num_parameters() < _ONE_THREAD_BELOW_PARAMS:
+            import torch
+
+            torch.set_num_threads(1)
+
+
+def build_trainer(
     config: TrainerConfig,
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -255,6 +263,13 @@ def _build_trainer(
     cuda: bool,
     bf16: bool,
 ) -> Any:
+    """TRL's trainer for the job (``SFTTrainer`` or ``DPOTrainer``), with the job's
+    settings and alallo's own (:mod:`alallo.trainers._trl_model`), its progress callback
+    writing protocol lines to ``out``.
+
+    Raises:
+        _SettingsError: LoRA target modules the model does not have.
+    """
     from transformers import PrinterCallback
 
     dataset, eval_dataset = datasets
@@ -345,10 +360,13 @@ def _trainer(config: TrainerConfig, model: Any, tokenizer: Any,
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model, train_dataset=dataset, eval_dataset=eval_dataset,
         processing_class=tokenizer, args=SFTConfig(**common, dataset_text_field="text", packing=False),
         peft_config=peft_config, callbacks=callbacks)
+    # The same examples per step, no pad tokens computed.
+    use_padding_free(trainer, model, cuda=not common["use_cpu"])
+    return trainer
 
 
 if __name__ == "__main__":
