@@ -1,6 +1,6 @@
 """Training throughput: tokens/s of alallo's TRL trainer vs plain TRL and TRL's fast paths.
 
-Run: ``.venv/bin/python bench/bench_throughput.py`` (3 rounds; ``--quick`` for 1 round of a
+Run: ``.venv/bin/python bench/bench_throughput.py`` (3 rounds of 24 steps; ``--quick`` for 1 round of 16 steps of a
 smaller model; ``--rounds N``; ``--layers L --width W`` for another model).
 
 The work: a GPT-2-shaped model built here with random weights and the byte-level
@@ -205,7 +205,7 @@ def main() -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     layers = args.layers or (2 if args.quick else 4)
     width = args.width or (128 if args.quick else 256)
-    steps = args.steps or (6 if args.quick else 12)
+    steps = args.steps or (16 if args.quick else 24)
     sides = args.sides.split(",")
     os.environ.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
                       TRANSFORMERS_VERBOSITY="error", HF_DATASETS_DISABLE_PROGRESS_BARS="1")

@@ -56,10 +56,10 @@ class ChunkWriter:
         if scope.get("http_version") != "1.1":
             return None
         server: Any = (scope.get("state") or {}).get(CONNECTION_KEY)
-        stream = getattr(server, "stream", None)
-        if not isinstance(stream, trio.SocketStream):
-            return None
-        return cls(stream, server.send_lock)
+        stream, lock = getattr(server, "stream", None), getattr(server, "send_lock", None)
+        if not isinstance(stream, trio.SocketStream) or not isinstance(lock, trio.Lock):
+            return None  # not Hypercorn's trio TCPServer as 0.18 has it: ASGI send
+        return cls(stream, lock)
 
     async def write(self, data: bytes) -> None:
         """Write ``data`` as one chunk (nothing for empty ``data``: that chunk ends a body).

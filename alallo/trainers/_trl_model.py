@@ -199,6 +199,12 @@ counts those in a padded batch's tokens (the loss's divisor) where its loss does
 the labels itself, though nothing predicts them; taken out before the model sees the batch."""
 
 
+FULL_TOKEN_WEIGHT = 1.5
+"""A token's cost in a full fine-tune against one with frozen weights, next to attention's
+(forward + input and weight gradients, 3 units, against forward + input gradients, 2,
+while attention's scores cost 3 units in both): see :func:`use_padding_free`."""
+
+
 @dataclasses.dataclass
 class _PaddingFree:
     """TRL's padding-free collator, which pads a batch instead when that costs fewer FLOPs
@@ -275,6 +281,11 @@ def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
         config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
         text = config.get_text_config()
         per_token = 12 * text.hidden_size + text.vocab_size / max(1, text.num_hidden_layers)
+        if not hasattr(model, "get_base_model"):
+            # A full fine-tune also computes the weights' gradients: a token's backward pass
+            # is twice its forward pass, as against once with the weights frozen (LoRA),
+            # while attention's is twice in both (no weights): tokens weigh 3/2 as much.
+            per_token *= FULL_TOKEN_WEIGHT
     trainer.data_collator = _PaddingFree(dataclasses.replace(collator, padding_free=True),
                                          collator, per_token)
     _counted_as_padded(trainer)
