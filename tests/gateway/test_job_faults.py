@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 import trio
 from prometheus_client.parser import text_string_to_metric_families
@@ -100,6 +101,7 @@ def run_sql(data_dir: Path, statement: str, **params: object) -> None:
         engine.dispose()
 
 
+@pytest.mark.any_backend  # a file-system fault: the store is not its subject
 async def test_a_job_whose_directory_is_a_file_fails_alone_and_the_server_goes_on(
         servers: Callable[..., Servers]) -> None:
     hooks: list[dict[str, Any]] = []
