@@ -7,6 +7,8 @@ Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
   Whole folders whose subject knows no store are marked here (``FOLDER_MARKERS``); a loose
   module says ``pytestmark = pytest.mark.unit``. Runs once, in the SQLite pass.
 - ``any_backend``: uses a store that is not its subject; runs once, in the SQLite pass.
+- ``once_on_postgres``: the same, but runs once in the PostgreSQL pass: a few long tests,
+  so that the two passes, which run at once, end together (``--durations`` of both).
 - ``postgres``: needs PostgreSQL itself (tests/cluster/: many processes on one database);
   deselected when ``ALALLO_TEST_DATABASE`` is sqlite.
 - ``integration``: everything else (a runtime or a server on the test backend); added here to
@@ -51,7 +53,7 @@ FOLDER_MARKERS = {"actors": "unit", "trainers": "unit", "tools": "unit", "cluste
 """Test folders (under tests/) whose every test needs the same: actors, trainer programs and
 the test tools never open a store; the cluster's tests are many processes on one PostgreSQL."""
 
-_ONE_PASS = ("unit", "any_backend", "postgres")
+_ONE_PASS = ("unit", "any_backend", "once_on_postgres", "postgres")
 RUN_FIRST = ("test_stream_leaks.py", "test_ray.py", "test_recovery.py", "test_ranks.py",
              "test_trl.py", "test_two_servers.py")
 """Test modules of a minute or more (``--durations``), longest first: started first."""

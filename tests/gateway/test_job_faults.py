@@ -101,7 +101,7 @@ def run_sql(data_dir: Path, statement: str, **params: object) -> None:
         engine.dispose()
 
 
-@pytest.mark.any_backend  # a file-system fault: the store is not its subject
+@pytest.mark.once_on_postgres  # a file-system fault: the store is not its subject
 async def test_a_job_whose_directory_is_a_file_fails_alone_and_the_server_goes_on(
         servers: Callable[..., Servers]) -> None:
     hooks: list[dict[str, Any]] = []

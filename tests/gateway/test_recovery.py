@@ -246,7 +246,7 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
 
 
-@pytest.mark.any_backend  # its subject is TRL's resume; kill -9 on each backend: the tests above
+@pytest.mark.once_on_postgres  # its subject is TRL's resume; kill -9 on each backend: above
 async def test_kill_9_during_real_training_resumes_the_trl_run(
         servers: Callable[..., Servers]) -> None:
     group = servers(ALALLO_BUDGET_FACTOR="1000")

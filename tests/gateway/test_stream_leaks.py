@@ -44,7 +44,7 @@ import pytest
 
 from support import REPO, server_env
 
-pytestmark = [pytest.mark.any_backend, pytest.mark.slow]
+pytestmark = [pytest.mark.once_on_postgres, pytest.mark.slow]
 
 RUNNER = Path(__file__).with_name("stream_cycles.py")
 HEAP_TOLERANCE_PER_CYCLE = 0.5
