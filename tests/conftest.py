@@ -87,6 +87,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = sorted(kept, key=lambda item: first.get(item.path.name, len(first)))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a grouped test that ``--dist loadgroup`` did not group: the Ray tests would
+    start a cluster per worker (pytest 9.2 with pytest-xdist 3.8, pytest-dev/pytest-xdist#1386)."""
+    if (getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid
+            and item.get_closest_marker("xdist_group")):
+        pytest.fail("pytest-xdist did not put this test in its group "
+                    "(pytest-dev/pytest-xdist#1386): install the pytest pyproject.toml names")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_databases() -> Iterator[None]:
     """On PostgreSQL: no database of a dead test run is left, nor any of this one at the end."""
