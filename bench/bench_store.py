@@ -50,6 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from alallo import Event, Job, Runtime, Settings  # noqa: E402
+from alallo._ids import new_id  # noqa: E402
 from alallo.store._store import Store  # noqa: E402
 
 SAMPLE = REPO / "examples" / "sample.jsonl"
@@ -82,7 +83,8 @@ async def store_creations(url: str, job: Job, events: list[Event], count: int,
     store = Store(url)
     await trio.to_thread.run_sync(store.open)
     await store.ensure_account(job.account_id, "bench", 1e9, int(time.time()))
-    jobs = [job.model_copy(update={"id": f"ft-{uuid.uuid4().hex[:24]}"}) for _ in range(count)]
+    # New ids made as the runtime makes them (time-ordered: alallo._ids).
+    jobs = [job.model_copy(update={"id": new_id("ft-")}) for _ in range(count)]
     todo = iter(jobs)
 
     async def writer() -> None:  # one client: creates one job after the other

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable
 from typing import cast
 
@@ -15,6 +14,7 @@ import trio
 from actors import ActorRef, ActorStopped
 
 from .._errors import NotFound
+from .._ids import new_id
 from .._status import JobStatus
 from ..cluster import Cluster
 from ..jobs import (
@@ -81,7 +81,7 @@ class Jobs:
         wait_s = await self._planning.wait_s(plan) if options.options else 0.0
         now = time.time()
         job = Job(
-            id="ft-" + uuid.uuid4().hex[:24], account_id=account_id, spec=spec,
+            id=new_id("ft-"), account_id=account_id, spec=spec,
             max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
             options=options.options, verdict=options.verdict,
             estimate=estimate_time(plan, wait_s=wait_s), price_estimate=estimate_price(plan),

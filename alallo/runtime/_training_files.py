@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import trio
 
 from .._errors import Conflict, InvalidRequest, NotFound
+from .._ids import new_id
 from ..cluster import FileStorage
 from ..jobs import check_jsonl
 from ..settings import Settings
@@ -52,7 +52,7 @@ class TrainingFiles:
             raise InvalidRequest(f"the file is {len(data)} bytes; the limit is {limit}",
                                  param="file")
         checked = await trio.to_thread.run_sync(check_jsonl, data)
-        file_id = "file-" + uuid.uuid4().hex[:24]
+        file_id = new_id("file-")
         path = self._storage.local_path(file_id)
         await trio.Path(path).write_bytes(data)
         try:  # at the shared URL before it is recorded and answered
