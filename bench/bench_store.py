@@ -12,7 +12,7 @@ account's feed (which locks the account's row on PostgreSQL). The job is a
 real one: a runtime creates it first, and the benchmark stores copies of it
 under new ids. The baseline is the floor for the same durability: the
 database driver alone inserting one row of the same size per commit (SQLite
-in WAL mode with ``synchronous=NORMAL``, as the store runs it; PostgreSQL
+in WAL mode with ``synchronous=FULL``, as the store runs it: each commit flushed to disk; PostgreSQL
 with its defaults, ``fsync`` and ``synchronous_commit`` on). The store also
 runs with 16 writers at once, each creating one job after the other, as a
 busy server's concurrent ``POST``s do: what arrives while a batch commits is
@@ -164,7 +164,7 @@ async def _post_jobs(url: str, key: str, count: int, clients: int) -> float:
 def raw_sqlite(path: Path, payload: str, count: int) -> float:
     connection = sqlite3.connect(path)
     connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute("PRAGMA synchronous=FULL")
     connection.execute("CREATE TABLE raw (id TEXT PRIMARY KEY, state TEXT NOT NULL)")
     connection.commit()
     started = time.perf_counter()

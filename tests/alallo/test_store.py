@@ -249,6 +249,19 @@ def test_a_url_that_is_not_one_is_a_value_error() -> None:
         Store("not a url")
 
 
+def test_a_sqlite_store_flushes_each_commit_to_disk(tmp_path: Path) -> None:
+    """What a POST answered survives an OS crash too: WAL, with every commit flushed
+    (``synchronous=FULL``), on each connection the store opens."""
+    store = Store(f"sqlite:///{tmp_path / 'alallo.db'}")
+    store.open()
+    try:
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    finally:
+        store.close()
+
+
 def test_plain_postgresql_urls_use_psycopg_3() -> None:
     for url in ("postgresql://u@h/db", "postgres://u@h/db"):
         store = Store(url)
