@@ -22,6 +22,8 @@ sys.path.insert(0, str(BENCH))
 
 from _sse_client import BadStream, _event_time, _Stream  # noqa: E402
 
+pytestmark = pytest.mark.unit  # no store: runs once, in the SQLite pass
+
 FRAMES = [
     b"event: hello\r\ndata: {}\r\nid: 0\r\n\r\n",
     b'event: log\r\ndata: {"n":1,"text":"a \\"t\\": b","t":1700000000.25}\r\n\r\n',
