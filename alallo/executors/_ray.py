@@ -3,7 +3,7 @@
 Why a Ray job through the Jobs REST API, not a Ray task: the server stays a plain HTTP client
 of the cluster (no ``ray.init``, no asyncio loop beside Trio, no Ray version lock between the
 server and the cluster beyond the REST API), a job's entrypoint is a process like the local
-trainer (``<python> -m alallo.executors._node_launcher launch.json``: the same trainer command,
+trainer (``exec <python> -m alallo.executors._node_launcher launch.json``: the same trainer command,
 scrubbed environment, process group and protocol lines), Ray itself streams its output and
 stops it, and the entrypoint's resources (``entrypoint_num_cpus``/``_num_gpus``) are held on
 the node for as long as it runs. The node is chosen by its label ``ray.io/node-id``
@@ -109,7 +109,10 @@ class RayRun:
         self._prepare()
         cpu = launch.device_type == "cpu"
         python = shlex.quote(self._executor.python)
-        entrypoint = (f"{python} -m alallo.executors._node_launcher "
+        # exec: Ray runs the entrypoint with ``sh -c``; the launcher replaces the shell, so
+        # Ray's child is the launcher itself (one process less to start, Ray's stop signals
+        # reach it first hand, and a launcher killed by a signal reads as that signal).
+        entrypoint = (f"exec {python} -m alallo.executors._node_launcher "
                       f"{shlex.quote(str(launch.cwd / 'launch.json'))}")
         await self._api.submit(launch.run_id, entrypoint, node_id=launch.node,
                                num_cpus=launch.devices if cpu else 1,

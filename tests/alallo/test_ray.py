@@ -11,6 +11,8 @@ and how it runs; ``bench/`` runs the real TRL trainer through Ray.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -112,6 +114,27 @@ async def test_cancel_on_ray_stops_the_trainer_and_leaves_no_process(
             while running(pid):
                 await trio.sleep(0.1)
     assert await ray_job_status(ray_cluster, run_id(job, 1, tmp_path / "shared")) == "STOPPED"
+
+
+async def test_a_launcher_killed_on_its_node_reads_as_killed_by_that_signal(
+        ray_cluster: RayCluster, tmp_path: Path) -> None:
+    """The launcher is Ray's entrypoint process itself (no shell between): a SIGKILL it
+    gets reads as that signal, as a local trainer's does, not as a shell's exit code 137."""
+    async with ray_runtime(ray_cluster, tmp_path) as (rt, account, file_id):
+        job = await rt.create_job(account, simulated(file_id, steps=10_000, delay=0.05))
+        await until(rt, account, job.id, lambda j: j.progress.step >= 1, timeout=90)
+        trainer = psutil.Process(trainer_pid(job, 1, tmp_path / "shared"))
+        launcher = trainer.parent()
+        assert launcher is not None and "alallo.executors._node_launcher" in launcher.cmdline()
+        os.kill(launcher.pid, signal.SIGKILL)
+        ended = await until(rt, account, job.id,
+                            lambda j: j.attempt == 2 or j.status.is_final, timeout=60)
+        events = (await rt.list_events(account, job.id, limit=1000))[0]
+        if not ended.status.is_final:
+            await rt.cancel_job(account, job.id)
+            await until(rt, account, job.id, lambda j: j.status.is_final, timeout=60)
+    said = [e.message for e in events] + [ended.restart_cause or ""]
+    assert any("the trainer was killed by signal 9" in m for m in said), said
 
 
 async def test_a_draining_node_moves_the_job_to_the_other_through_ray(
