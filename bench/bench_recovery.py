@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python bench/bench_recovery.py`` (1,000 jobs; ``--quick`` for
 50; ``--jobs N``; ``--postgres`` to run on a scratch database of the local
-PostgreSQL server, ``--postgres-url URL`` for another one).
+PostgreSQL server, ``--postgres-url URL`` for another one; ``--py-spy PATH``
+records the restarted server's first 20 s with py-spy, speedscope format).
 
 The jobs run a trainer that speaks alallo's protocol from a few lines of
 ``sh`` (a Python trainer per job would not fit 1,000 times in memory): a
@@ -88,8 +89,12 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
-    def start(self) -> float:
-        """Start it; return the moment it was spawned (``time.monotonic``)."""
+    def start(self, py_spy: Path | None = None) -> float:
+        """Start it; return the moment it was spawned (``time.monotonic``).
+
+        With ``py_spy``, py-spy records its first 20 s there (speedscope format; idle
+        samples too, so that a sample is 5 ms of wall time). Its pauses slow the server.
+        """
         port = free_port()
         log = self.data_dir.parent / f"server-{port}.log"
         spawned = time.monotonic()
@@ -98,6 +103,12 @@ class Server:
                 [sys.executable, "-m", "alallo", "serve", "--port", str(port),
                  "--data-dir", str(self.data_dir)],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        if py_spy is not None:
+            subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+                              "--pid", str(self.process.pid), "--rate", "200",
+                              "--duration", "20", "--idle", "--format", "speedscope",
+                              "-o", str(py_spy)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -265,7 +276,7 @@ def run(args: argparse.Namespace, database_url: str | None, tmp: Path) -> list[d
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
-        spawned = server.start()
+        spawned = server.start(args.py_spy)
         answering = time.monotonic() - spawned
         running = wait_until(engine, lambda s: all(
             j["attempt"] >= 2 and j["status"] == "running" for j in s.values()),
@@ -326,6 +337,8 @@ def main() -> int:
                         help="run on a scratch database of the PostgreSQL server")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--py-spy", type=Path, default=None,
+                        help="record the restarted server with py-spy to this speedscope file")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
     args.jobs = args.jobs or (50 if args.quick else 1000)

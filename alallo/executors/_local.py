@@ -9,7 +9,8 @@ Stopping is SIGTERM to the group, then SIGKILL after a grace period.
 Why not ``trio.lowlevel.open_process``: it forks from a worker thread, and
 the parent-death signal fires when the *thread* that forked the child ends
 (prctl(2)), so trio's thread cache retiring that worker after ~10 idle
-seconds killed every trainer. We start it from the Trio thread instead and wait
+seconds killed every trainer. We start it from a thread that lives as long as the
+process (:mod:`alallo.executors._spawner`; the event loop goes on meanwhile) and wait
 on a pidfd, as trio does; with util-linux's ``setpriv`` arming the signal in the
 child, the start is a ``vfork`` and exec (about a millisecond), not a copy of the
 server (``_spawn``).
@@ -38,7 +39,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import trio
 
@@ -46,6 +47,7 @@ from . import _warm
 from ._env import TrainerUser, scrubbed_environment
 from ._executor import Launch, LineSink, RunEnd
 from ._posix import die_with_parent, kill_group, take_on_user
+from ._spawner import start_in_spawner
 
 __all__ = ["LocalExecutor", "TrainerProcess"]
 
@@ -184,6 +186,7 @@ class TrainerProcess:
         """
         env = scrubbed_environment({**(self.shared_env or {}), **(self.env or {})})
         read_end, write_end = os.pipe()
+        log: BinaryIO | None = None
         try:
             process: _Child | None = None
             if self.warm:
@@ -192,7 +195,9 @@ class TrainerProcess:
                     warm_env=scrubbed_environment(self.shared_env))
                 self.started_warm = process is not None
             if process is None:
-                process = _ColdChild(_spawn(self.command, self.cwd, env, write_end, self.user))
+                popen, log = await start_in_spawner(
+                    partial(self._start_cold, env, write_end), undo=_undo_start)
+                process = _ColdChild(popen)
         except BaseException:
             os.close(read_end)
             raise
@@ -203,8 +208,10 @@ class TrainerProcess:
             # The operator's copy is written in the event loop: an append of a chunk (a
             # few hundred bytes) to the page cache takes microseconds, where a worker
             # thread's round trip per chunk cost ~10% of the server's CPU per line.
+            # Creating the file takes longer (a tenth of the event loop's time, 1,000
+            # trainers starting at once): a cold start opens it in the spawner thread.
             async with trio.lowlevel.FdStream(read_end) as stdout:
-                with open(self.output_log, "ab", buffering=0) as raw:  # noqa: ASYNC230
+                with log or open(self.output_log, "ab", buffering=0) as raw:  # noqa: ASYNC230
                     pending = b""
                     async for chunk in stdout:
                         raw.write(chunk)
@@ -227,6 +234,17 @@ class TrainerProcess:
                 self.returncode = code
             kill_group(process.pid, signal.SIGKILL)
 
+    def _start_cold(self, env: Mapping[str, str],
+                    output: int) -> tuple[subprocess.Popen[bytes], BinaryIO]:
+        """Open the operator's copy of the output, then start the trainer (`_spawn`);
+        blocking, in the spawner thread."""
+        log = open(self.output_log, "ab", buffering=0)  # noqa: SIM115 - the caller closes it
+        try:
+            return _spawn(self.command, self.cwd, env, output, self.user), log
+        except BaseException:
+            log.close()
+            raise
+
     async def _stop(self, process: _Child) -> int:
         kill_group(process.pid, signal.SIGTERM)
         with trio.move_on_after(self.grace_s):
@@ -234,6 +252,13 @@ class TrainerProcess:
         kill_group(process.pid, signal.SIGKILL)
         return await process.wait()
 
+
+
+def _undo_start(started: tuple[subprocess.Popen[bytes], BinaryIO]) -> None:
+    """Stop a trainer whose start nobody is left to take (its Trio run has ended)."""
+    popen, log = started
+    kill_group(popen.pid, signal.SIGKILL)
+    log.close()
 
 
 class LocalExecutor:

@@ -8,19 +8,53 @@ trainer protocol's ``error`` line the run reports, a user's or a platform's erro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import trio
+
 from .._errors import InvalidRequest
 from ..capacity import Grant
-from ..executors import hand_over
+from ..executors import TrainerUser, hand_over
 from ..jobs import Job
 from ..trainers import Error
 from ._job_context import JobContext
 from ._launch import command_refusal, model_refusal, trainer_command, trainer_config
 
 __all__ = ["PreparedRun", "prepare_run"]
+
+
+_DISK: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("alallo_run_dirs")
+"""Worker threads writing runs' directories at once, per Trio run: a few, kept warm (1,000
+jobs start together after a restart; a thread each would be created, and retired, for
+nothing)."""
+
+
+def _disk_limiter() -> trio.CapacityLimiter:
+    try:
+        return _DISK.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(2)
+        _DISK.set(limiter)
+        return limiter
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(jobs_dir: Path) -> Path:
+    """``jobs_dir`` made absolute, symlinks resolved: once per process (a ``realpath`` walks
+    every part of the path, a system call each, and every run of every job asked it)."""
+    return jobs_dir.resolve()
+
+
+def _write_run(workdir: Path, run_dir: Path, config_path: Path, payload: str,
+               user: TrainerUser | None) -> None:
+    """Make the run's directory, write its config, hand the job's directory to the trainer
+    user (blocking: in a worker thread, so that a slow disk holds up this run only)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(payload)
+    hand_over(workdir, user)
 
 
 @dataclass(frozen=True)
@@ -51,12 +85,11 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                       if job.spec.validation_file else None)
     except OSError as exc:
         return Error(kind="platform", message=f"cannot read the training file: {exc}")
-    workdir = ctx.settings.jobs_dir.resolve() / job.id
+    workdir = _resolved(ctx.settings.jobs_dir) / job.id
     run_dir = workdir / f"attempt-{job.attempt + 1}"
     # The job's directory failing (a file in its place, a full disk) is this run's
     # platform error, restarted up to max_restarts.
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
         resume_from = None
         if job.checkpoint is not None:  # maybe saved by another process: fetch it here
             resume_from = await ctx.checkpoint_storage.fetch(
@@ -67,8 +100,8 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                                 validation=validation, fenced=ctx.executor.fenced)
         payload = config.model_dump_json(indent=2)
         config_path = run_dir / "config.json"
-        config_path.write_text(payload)
-        hand_over(workdir, ctx.trainer_user)
+        await trio.to_thread.run_sync(_write_run, workdir, run_dir, config_path, payload,
+                                      ctx.trainer_user, limiter=_disk_limiter())
     except OSError as exc:
         return Error(kind="platform",
                      message=f"cannot prepare the run in the job's directory: {exc}")

@@ -6,7 +6,7 @@ characters, never whole.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -15,9 +15,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from .._errors import NotFound
 from ._schema import accounts, api_keys
 
+if TYPE_CHECKING:
+    from ._group_commit import GroupCommit
+
 __all__ = ["AccountRows", "insert_new"]
 
 T = TypeVar("T")
+
+_RIGHTS = (sa.select(accounts.c.id, accounts.c.allow_commands)
+           .where(accounts.c.id.in_(sa.bindparam("ids", expanding=True))))
 
 
 def insert_new(c: sa.Connection, table: sa.Table) -> Any:
@@ -37,6 +43,8 @@ class AccountRows:
     """
 
     if TYPE_CHECKING:
+        _rights: GroupCommit[str, bool]
+        def _sync_tx(self, fn: Callable[[sa.Connection], T]) -> T: ...
         async def _read(self, fn: Callable[[sa.Connection], T]) -> T: ...
         async def _write(self, fn: Callable[[sa.Connection], T]) -> T: ...
 
@@ -126,12 +134,23 @@ class AccountRows:
         return await self._write(run)
 
     async def allows_commands(self, account_id: str) -> bool:
-        """Whether the account may send a command of its own (False for an unknown one)."""
-        def run(c: sa.Connection) -> bool:
-            row = c.execute(sa.select(accounts.c.allow_commands)
-                            .where(accounts.c.id == account_id)).first()
-            return bool(row[0]) if row else False
-        return await self._read(run)
+        """Whether the account may send a command of its own (False for an unknown one).
+
+        Read at the time of the call (never a cached answer: ``alallo accounts`` may change
+        it from another process), but concurrent calls share one query: every job starting
+        a run asks it, 1,000 at once after a restart (:meth:`rights_batch`).
+        """
+        return await self._rights.submit(account_id)
+
+    def rights_batch(self, account_ids: Sequence[str]) -> list[bool]:
+        """``allow_commands`` of each account, in one query (in a worker thread; the
+        store's :class:`~alallo.store._group_commit.GroupCommit` of reads calls it with the
+        accounts asked while the previous query ran)."""
+        def run(c: sa.Connection) -> list[bool]:
+            allowed = {account: bool(allow) for account, allow in c.execute(
+                _RIGHTS, {"ids": sorted(set(account_ids))})}
+            return [allowed.get(account, False) for account in account_ids]
+        return self._sync_tx(run)
 
     async def fund_account(self, account_id: str, *, add: float = 0.0,
                            billing_limit: float | None = None) -> None:

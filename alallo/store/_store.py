@@ -77,6 +77,8 @@ class Store(AccountRows, FileRows, SessionRows):
         self._limiter = trio.CapacityLimiter(1 if is_sqlite else 8)
         self._saves: GroupCommit[Save, tuple[float, float]] = GroupCommit(
             self._save_batch, self._limiter)
+        self._rights: GroupCommit[str, bool] = GroupCommit(self.rights_batch, self._limiter)
+        """Concurrent reads of accounts' ``allow_commands``, one query each batch."""
         self.is_postgres = not is_sqlite and parsed.get_backend_name() == "postgresql"
         self.announce_as: str | None = None
         """The node id that signs change notices (``pg_notify``, PostgreSQL only); None: none sent."""

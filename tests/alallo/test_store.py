@@ -405,3 +405,31 @@ async def test_creating_an_account_that_another_server_is_creating_changes_nothi
         other.dispose()
         store.close()
     assert row is not None and (row["name"], row["balance"]) == ("first", 1.0)
+
+
+async def test_concurrent_questions_of_command_rights_are_answered_each_in_one_query(
+        database_url: str) -> None:
+    """Every run that starts asks whether its account may run its own command (1,000 at
+    once after a restart): asked together they share a query, and each gets its account's
+    answer as the database has it when asked."""
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account("acct-trusted", "t", 1.0, 0, allow_commands=True)
+        await store.ensure_account("acct-plain", "p", 1.0, 0)
+        asked = ["acct-trusted", "acct-plain", "acct-unknown"] * 8
+        answers: dict[int, bool] = {}
+
+        async def ask(n: int, account: str) -> None:
+            answers[n] = await store.allows_commands(account)
+
+        before = store._rights.batches
+        async with trio.open_nursery() as nursery:
+            for n, account in enumerate(asked):
+                nursery.start_soon(ask, n, account)
+        assert [answers[n] for n in range(len(asked))] == [True, False, False] * 8
+        assert store._rights.batches - before < len(asked), "some were asked together"
+        await store.set_allow_commands("acct-trusted", False)  # never a remembered answer
+        assert await store.allows_commands("acct-trusted") is False
+    finally:
+        store.close()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 from support import wait_exited
 
-from alallo.executors import TrainerProcess, _warm
+from alallo.executors import TrainerProcess, _local, _warm
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +57,64 @@ async def test_trainer_outlives_the_thread_cache(
 
     assert await process.run(collect) == 0
     assert lines == ["alive"]
+
+
+async def test_the_event_loop_runs_while_a_trainer_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start that waits (a loaded machine) holds up its own job only: the server's other
+    tasks run meanwhile, here the one that lets the start go on."""
+    entered, go = threading.Event(), threading.Event()
+    real_spawn = _local._spawn
+
+    def slow_spawn(*args: Any) -> subprocess.Popen[bytes]:
+        entered.set()
+        released = go.wait(timeout=10)  # on the Trio thread, nothing could set it
+        assert released, "the event loop did not run while a trainer was starting"
+        return real_spawn(*args)
+
+    monkeypatch.setattr(_local, "_spawn", slow_spawn)
+    process = TrainerProcess([sys.executable, "-c", "print('up')"], cwd=tmp_path,
+                             output_log=tmp_path / "out.log", grace_s=1)
+    lines: list[str] = []
+
+    async def collect(line: str) -> None:
+        lines.append(line)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(process.run, collect)
+        await trio.to_thread.run_sync(entered.wait)  # the start is under way
+        go.set()  # from the event loop, while the start waits
+    assert lines == ["up"]
+    assert process.returncode == 0
+
+
+async def test_a_trainer_started_while_its_caller_is_cancelled_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel that comes while the trainer starts does not leave it running unowned."""
+    started = threading.Event()
+    go = threading.Event()
+    real_spawn = _local._spawn
+
+    def slow_spawn(*args: Any) -> subprocess.Popen[bytes]:
+        started.set()
+        go.wait(timeout=30)
+        return real_spawn(*args)
+
+    monkeypatch.setattr(_local, "_spawn", slow_spawn)
+    process = TrainerProcess([sys.executable, "-c", "import time; time.sleep(60)"],
+                             cwd=tmp_path, output_log=tmp_path / "out.log", grace_s=1)
+
+    async def ignore(line: str) -> None:
+        pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(process.run, ignore)
+        await trio.to_thread.run_sync(started.wait)
+        nursery.cancel_scope.cancel()  # while the start is under way
+        go.set()
+    assert process.pid is not None
+    await wait_exited([process.pid], timeout=10)
+    assert not alive(process.pid)
 
 
 async def test_cancel_stops_the_whole_group_even_if_sigterm_is_ignored(tmp_path: Path) -> None:
