@@ -1,6 +1,6 @@
 """Training throughput: tokens/s of alallo's TRL trainer vs plain TRL and TRL's fast paths.
 
-Run: ``.venv/bin/python bench/bench_throughput.py`` (3 rounds of 24 steps; ``--quick`` for 1 round of 16 steps of a
+Run: ``.venv/bin/python bench/bench_throughput.py`` (3 rounds of 24 steps; ``--quick`` for 3 rounds of 16 steps of a
 smaller model; ``--rounds N``; ``--layers L --width W`` for another model).
 
 The work: a GPT-2-shaped model built here with random weights and the byte-level
@@ -15,10 +15,12 @@ full fine-tune. Sides, one process, each run from the same saved weights, altern
   (:func:`alallo.trainers.trl.build_trainer`), with alallo's own choices (threads,
   no activation checkpointing on the CPU, padding-free batches where the model allows);
 - plain TRL: ``SFTTrainer`` with ``SFTConfig``'s defaults, given only what defines the job
-  (batch, steps, learning rate, max length, seed, CPU): so bf16 autocast (slow on a CPU
-  without bf16 units), activation checkpointing, torch's default threads;
-- tuned TRL: the same in fp32 (``bf16=False``), ``gradient_checkpointing=False``, alallo's
-  thread count
+  (batch, steps, learning rate, max length, seed, CPU): so bf16 autocast (fast on a CPU
+  with AMX, several times slower on one without bf16 units), activation checkpointing,
+  torch's default threads;
+- tuned TRL: the same in alallo's precision (bf16 on a CPU with AMX, else fp32:
+  :func:`alallo.trainers._trl_model.trains_in_bf16`), ``gradient_checkpointing=False``,
+  alallo's thread count
   (what alallo's trainer ran before it chose padding-free batches);
 - TRL fast paths: tuned TRL plus ``padding_free=True`` (which TRL
   allows without packing only with ``max_length=None``: every example here fits), or plus
@@ -29,7 +31,8 @@ Tokens are counted the same way on every side: the tokens a step trains on (labe
 are not -100, less the first token of each sequence, which predicts nothing), summed over
 the steps, over the seconds spent inside training steps (``on_step_begin`` to
 ``on_step_end``: no data loading, no checkpoints), the first step of each run left out.
-Plain TRL runs a third of the steps (at least 3): it steps several times slower. Packing puts more tokens in a step, so
+On a CPU without bf16 units plain TRL runs a third of the steps (at least 3): it steps
+several times slower there. Packing puts more tokens in a step, so
 it reaches the same tokens in fewer steps; the figure is tokens/s either way.
 
 On a GPU the model FLOPs utilisation is printed too (:func:`mfu`: 6 x parameters x
@@ -148,7 +151,7 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
 
     from alallo.trainers import TrainerConfig
     from alallo.trainers._data import read_rows
-    from alallo.trainers._trl_model import load_model, lora_config
+    from alallo.trainers._trl_model import load_model, lora_config, trains_in_bf16
     from alallo.trainers._trl_report import ProtocolOut
     from alallo.trainers.trl import build_trainer, choose_threads
 
@@ -161,18 +164,20 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
                            save_steps=steps, logging_steps=steps)
     rows = read_rows(data, "text")
     torch.set_num_threads(threads)
+    bf16 = trains_in_bf16(cuda=False)  # alallo's choice on this CPU (AMX: bf16)
     if side == "alallo":
-        model, tokenizer = load_model(config, bf16=False)
+        model, tokenizer = load_model(config, bf16=bf16)
         choose_threads(model, cuda=False)
         with ProtocolOut(silent=True) as out:
             trainer = build_trainer(config, model, tokenizer, (Dataset.from_list(rows), None),
-                                    out, None, max_length=MAX_LENGTH, cuda=False, bf16=False)
+                                    out, None, max_length=MAX_LENGTH, cuda=False, bf16=bf16)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        # The fast paths, tuned as alallo tunes a CPU run (fp32, one thread for a small model,
-        # no activation checkpointing), so that what differs from alallo is the batch's shape.
-        tuned = {"gradient_checkpointing": False, "bf16": False}
+        # The fast paths, tuned as alallo tunes a CPU run (its precision, one thread for a
+        # small model, no activation checkpointing), so that what differs from alallo is the
+        # batch's shape.
+        tuned = {"gradient_checkpointing": False, "bf16": bf16}
         fast = {"plain": {}, "tuned": tuned,
                 "padding_free": {"padding_free": True, "max_length": None} | tuned,
                 "packing": {"packing": True} | tuned}[side]
@@ -194,7 +199,7 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 round, a 2 x 128 model")
+    parser.add_argument("--quick", action="store_true", help="a 2 x 128 model, 16 steps")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--width", type=int, default=None)
@@ -202,7 +207,7 @@ def main() -> int:
     parser.add_argument("--sides", default="alallo,plain,tuned,padding_free,packing")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or 3  # medians: a single quick round swung by 10-30 %
     layers = args.layers or (2 if args.quick else 4)
     width = args.width or (128 if args.quick else 256)
     steps = args.steps or (16 if args.quick else 24)
@@ -226,13 +231,17 @@ def main() -> int:
         print(f"model: GPT-2 {layers} x {width}, {params / 1e6:.2f} M parameters; "
               f"{EXAMPLES} examples, batch {BATCH}, {steps} steps; device: {device or 'CPU'}, "
               f"{threads} threads")
+        from alallo.trainers._trl_model import trains_in_bf16
+
+        # Plain TRL (bf16 autocast) steps several times slower on a CPU without bf16 units:
+        # there fewer steps make its rate.
+        plain_steps = steps if trains_in_bf16(cuda=False) else max(3, steps // 3)
         for adapter in ("lora", "full"):
             train("plain", adapter, root / "model", root / "data.jsonl", root, 2, threads)
             for i in range(rounds):
                 for side in (sides if i % 2 == 0 else sides[::-1]):
-                    # Plain TRL steps several times slower: fewer steps make its rate.
                     rate = train(side, adapter, root / "model", root / "data.jsonl", root,
-                                 max(3, steps // 3) if side == "plain" else steps, threads)
+                                 plain_steps if side == "plain" else steps, threads)
                     figures.setdefault((adapter, side), []).append(rate)
                     print(f"{adapter:4} round {i + 1}: {side:<13}{rate:>10,.0f} tokens/s",
                           flush=True)

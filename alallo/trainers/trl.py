@@ -40,8 +40,9 @@ speaks the protocol (:mod:`alallo.trainers._ranks`).
 
 LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
-QLoRA through bitsandbytes and needs CUDA. On CUDA training runs in bf16 when
-the GPU supports it; elsewhere on the CPU in fp32.
+QLoRA through bitsandbytes and needs CUDA. Training runs in bf16 (mixed
+precision) where the machine has bf16 units: a GPU that supports it, a CPU with
+AMX (:func:`~alallo.trainers._trl_model.trains_in_bf16`); elsewhere in fp32.
 
 Start-up is dominated by importing torch, transformers, peft and TRL (about
 6 s on a CPU machine): the data file is read and checked first, with the
@@ -76,6 +77,7 @@ from ._trl_model import (
     lora_config,
     quiet_libraries,
     shortened,
+    trains_in_bf16,
     use_padding_free,
     with_starting_adapter,
 )
@@ -178,7 +180,7 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     cuda = torch.cuda.is_available()
     if config.precision == "4-bit" and not cuda:
         raise _SettingsError('precision "4-bit" needs a GPU (QLoRA); this machine has none')
-    bf16 = cuda and torch.cuda.is_bf16_supported()
+    bf16 = trains_in_bf16(cuda=cuda)
     quiet_libraries()
     model, tokenizer = load_model(config, bf16=bf16)
     if config.init_adapter is not None:
