@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarnin
 
 
 def _trainer(tiny_model: Path, data: Path, tmp_path: Path, *, adapter: str = "lora",
-             batch_size: int = 4) -> Any:
+             batch_size: int = 4, bf16: bool = False) -> Any:
     from datasets import Dataset
 
     from alallo.trainers._data import read_rows
@@ -31,11 +31,11 @@ def _trainer(tiny_model: Path, data: Path, tmp_path: Path, *, adapter: str = "lo
                            output_dir=str(tmp_path / "model"),
                            checkpoint_dir=str(tmp_path / "checkpoints"), adapter=adapter,
                            max_steps=4, batch_size=batch_size, logging_steps=1, save_steps=100)
-    model, tokenizer = load_model(config, bf16=False)
+    model, tokenizer = load_model(config, bf16=bf16)
     with ProtocolOut(silent=True) as out:
         return build_trainer(config, model, tokenizer,
                              (Dataset.from_list(read_rows(data, "text")), None), out, None,
-                             max_length=config.max_seq_length, cuda=False, bf16=False)
+                             max_length=config.max_seq_length, cuda=False, bf16=bf16)
 
 
 @pytest.fixture
@@ -63,6 +63,15 @@ def test_a_batch_of_long_equal_examples_stays_padded(without_dropout: Path,
     trainer = _trainer(without_dropout, uneven_file, tmp_path)
     batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
     assert batch["input_ids"].shape == (4, 120) and "attention_mask" in batch
+
+
+def test_in_bf16_every_batch_is_flat(without_dropout: Path, uneven_file: Path,
+                                     tmp_path: Path) -> None:
+    """In bf16 (a CPU with AMX) flat batches measured fastest even where padding costs
+    fewer FLOPs: the batch that stays padded in fp32 is flat."""
+    trainer = _trainer(without_dropout, uneven_file, tmp_path, bf16=True)
+    batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
+    assert batch["input_ids"].shape == (1, 480) and "attention_mask" not in batch
 
 
 @pytest.mark.parametrize("batch_size", [1, 4])
