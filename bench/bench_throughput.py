@@ -239,7 +239,7 @@ def main() -> int:
         for adapter in ("lora", "full"):
             # Warm-up (not counted): the libraries, and the first side's kernels (the first
             # run of a side in bf16 was 30-40 % slower than the next ones).
-            train(sides[0], adapter, root / "model", root / "data.jsonl", root, 2, threads)
+            train(sides[0], adapter, root / "model", root / "data.jsonl", root, steps, threads)
             for i in range(rounds):
                 for side in (sides if i % 2 == 0 else sides[::-1]):
                     rate = train(side, adapter, root / "model", root / "data.jsonl", root,
