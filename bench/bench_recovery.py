@@ -44,10 +44,9 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 import trio
-from httpx_sse import aconnect_sse
-
 from _results import append_rows, row
 from bench_store import DEFAULT_POSTGRES, ScratchDatabase
+from httpx_sse import aconnect_sse
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample.jsonl"

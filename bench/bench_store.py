@@ -42,9 +42,8 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 import trio
-from sqlalchemy.pool import NullPool
-
 from _results import append_rows, row
+from sqlalchemy.pool import NullPool
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -17,9 +17,9 @@ from alembic.runtime.migration import MigrationContext
 from support import wait_until
 
 from alallo import Event, Job, JobStatus, Runtime, Settings
-from alallo.store._store import LeaseLost, Store, StoreUnavailable
-from alallo.store._schema import metadata
 from alallo.store._migrations import INITIAL_REVISION, config, head_revision
+from alallo.store._schema import metadata
+from alallo.store._store import LeaseLost, Store, StoreUnavailable
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
