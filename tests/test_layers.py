@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 LEVELS = {
     # 1: what every wing may use; none of these imports another
-    "alallo._status": 1, "alallo._types": 1, "alallo._keys": 1, "alallo._money": 1,
+    "alallo._status": 1, "alallo._types": 1, "alallo._keys": 1, "alallo._ids": 1, "alallo._money": 1,
     "alallo._json": 1, "alallo._errors": 1, "alallo._lazy": 1, "alallo.trainers": 1, "actors": 1,
     "alallo.api": 1,
     # 2: the pure domain, where trainers run, and the clients (which stand apart)

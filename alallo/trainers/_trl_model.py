@@ -64,9 +64,10 @@ def load_model(
     if config.precision == "4-bit":
         kwargs["quantization_config"] = bnb_config(bf16=bf16)
         kwargs["device_map"] = {"": 0}
-    if bf16 and config.adapter == "lora":
-        # The frozen base can live in bf16; full fine-tuning keeps fp32
-        # master weights and trains under bf16 autocast instead.
+    if bf16 and config.adapter == "lora" and torch.cuda.is_available():
+        # On a GPU the frozen base can live in bf16 (half the memory); full fine-tuning,
+        # and any run on the CPU, keep fp32 weights and train under bf16 autocast: a
+        # bf16 base on the CPU saved little time and cost the tiny model what it learns.
         kwargs["dtype"] = torch.bfloat16
     try:
         model = AutoModelForCausalLM.from_pretrained(config.model, **kwargs)
