@@ -370,6 +370,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # per batch. The timeout comes first: switching a new file to WAL takes a lock too.
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    # Only a new file needs it (the mode is kept in the file). SQLite may answer
+    # "database is locked" at once, without its busy handler, while another
+    # connection holds the file (servers starting together; seen once in the
+    # suite under load): tried again, a few ms apart, for up to SQLITE_BUSY_MS.
+    # A loop of its own: this runs inside SQLAlchemy's connect event.
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
