@@ -16,6 +16,8 @@ database raises :class:`StoreUnavailable`.
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -382,9 +384,6 @@ def _switch_to_wal(cursor: Any) -> None:
     # connection holds the file (servers starting together; seen once in the
     # suite under load): tried again, a few ms apart, for up to SQLITE_BUSY_MS.
     # A loop of its own: this runs inside SQLAlchemy's connect event.
-    import sqlite3
-    import time
-
     deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
     while True:
         try:
