@@ -8,17 +8,20 @@ tokenizer of ``alallo/tiny-gpt2`` (no network; 4 layers of width 256, ~3.3 M par
 ``--quick``: 2 layers of width 128; without dropout, as today's Llama-style models), trained on a text file of 64 examples of 20 to 400
 tokens (the sample's sentences strung together, seeded), batches of 8, max length 512,
 for a fixed number of steps, once with a LoRA adapter (rank 8 on ``c_attn``) and once as a
-full fine-tune. Sides, one process, each run from the same saved weights, alternating
-(A B C ..., reversed every other round), each side's figure its median:
+full fine-tune. Sides, one process, each run from the same saved weights; in a round the
+sides step in turn (:class:`Turns`: one step of A, one of B, ... on the same batch, so that
+the machine's slow seconds fall on every side; the order reversed every other round), each
+side's figure the median of its rounds:
 
 - alallo: the ``SFTTrainer`` that ``python -m alallo.trainers.trl`` builds for a job
   (:func:`alallo.trainers.trl.build_trainer`), with alallo's own choices (threads,
-  no activation checkpointing on the CPU, padding-free batches where the model allows);
+  no activation checkpointing on the CPU, padding-free batches where the model allows,
+  each sequence of a row attended on its own);
 - plain TRL: ``SFTTrainer`` with ``SFTConfig``'s defaults, given only what defines the job
   (batch, steps, learning rate, max length, seed, CPU): so bf16 autocast (fast on a CPU
-  with AMX, several times slower on one without bf16 units), activation checkpointing,
-  torch's default threads;
-- tuned TRL: the same in alallo's precision (bf16 on a CPU with AMX, else fp32:
+  with bf16 units, AMX or AVX-512 BF16; several times slower on one without them),
+  activation checkpointing, torch's default threads;
+- tuned TRL: the same in alallo's precision (bf16 on a CPU with bf16 units, else fp32:
   :func:`alallo.trainers._trl_model.trains_in_bf16`), ``gradient_checkpointing=False``,
   alallo's thread count
   (what alallo's trainer ran before it chose padding-free batches);
@@ -49,8 +52,10 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,19 +113,51 @@ def write_data(path: Path) -> None:
     path.write_text("".join(json.dumps({"text": text}) + "\n" for text in rows))
 
 
+class Turns:
+    """The sides of a round step in turn, one training step each, as a baton passes round a
+    ring: the run whose turn it is works (its setup, a step, what ``Trainer`` does between
+    steps) while the others wait; so the machine's slow and fast seconds fall on every
+    side alike (step i of each side runs within a few hundred milliseconds of the others',
+    on the same batch), not on whichever side ran alone in them."""
+
+    def __init__(self, sides: list[str]) -> None:
+        self._ring = list(sides)
+        self._current = self._ring[0]
+        self._changed = threading.Condition()
+
+    def wait(self, side: str) -> None:
+        """Block until it is ``side``'s turn."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._current == side)
+
+    def pass_on(self, side: str, *, leaving: bool = False) -> None:
+        """``side`` hands the baton to the next side of the ring (and, ``leaving``, leaves
+        the ring: its run has ended)."""
+        with self._changed:
+            ring = self._ring
+            following = ring[(ring.index(side) + 1) % len(ring)]
+            if leaving:
+                ring.remove(side)
+            if self._current == side:
+                self._current = following
+            self._changed.notify_all()
+
+
 class Meter:
     """Counts the trained tokens of each step and the seconds inside steps, the first step
-    (a warm-up: allocations, first calls) left out."""
+    (a warm-up: allocations, first calls) left out; with ``turns``, each step waits for its
+    turn first (and sets the side's torch threads again: they are the process's)."""
 
     def __init__(self) -> None:
         self.tokens = 0
         self.busy_s = 0.0
         self.steps = 0
 
-    def attach(self, trainer: Any) -> None:
+    def attach(self, trainer: Any, side: str, turns: Turns | None) -> None:
+        import torch
         from transformers import TrainerCallback
 
-        meter, began = self, [0.0]
+        meter, began, threads = self, [0.0], torch.get_num_threads()
         step = trainer.training_step
 
         def counted(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
@@ -130,6 +167,10 @@ class Meter:
 
         class Timer(TrainerCallback):
             def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
+                if turns is not None:
+                    turns.pass_on(side)
+                    turns.wait(side)
+                    torch.set_num_threads(threads)
                 began[0] = time.perf_counter()
 
             def on_step_end(self, *args: Any, **kwargs: Any) -> None:
@@ -142,8 +183,9 @@ class Meter:
 
 
 def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
-          steps: int, threads: int) -> float:
-    """One run of ``side``; returns trained tokens per second of steps."""
+          steps: int, threads: int, turns: Turns | None = None) -> float:
+    """One run of ``side`` (with ``turns``: stepping in turn with the other sides); returns
+    trained tokens per second of steps."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -164,7 +206,7 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
                            save_steps=steps, logging_steps=steps)
     rows = read_rows(data, "text")
     torch.set_num_threads(threads)
-    bf16 = trains_in_bf16(cuda=False)  # alallo's choice on this CPU (AMX: bf16)
+    bf16 = trains_in_bf16(cuda=False)  # alallo's choice on this CPU (bf16 units: bf16)
     if side == "alallo":
         model, tokenizer = load_model(config, bf16=bf16)
         choose_threads(model, cuda=False)
@@ -192,9 +234,33 @@ def train(side: str, adapter: str, model_dir: Path, data: Path, scratch: Path,
                              processing_class=tokenizer,
                              peft_config=lora_config(config, model) if adapter == "lora" else None)
     meter = Meter()
-    meter.attach(trainer)
+    meter.attach(trainer, side, turns)
     trainer.train()
     return meter.tokens / meter.busy_s
+
+
+def in_turn(sides: list[str], run: Callable[[str, Turns], float]) -> dict[str, float]:
+    """``run(side, turns)`` of every side, each in its own thread, stepping in turn
+    (:class:`Turns`); each side's result. Raises the first side's error, if any."""
+    turns, rates, errors = Turns(sides), {}, []
+
+    def one(side: str) -> None:
+        turns.wait(side)  # its setup in its turn as well
+        try:
+            rates[side] = run(side, turns)
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the main thread
+            errors.append(exc)
+        finally:
+            turns.pass_on(side, leaving=True)
+
+    threads = [threading.Thread(target=one, args=(side,), name=side) for side in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return rates
 
 
 def main() -> int:
@@ -241,11 +307,13 @@ def main() -> int:
             # run of a side in bf16 was 30-40 % slower than the next ones).
             train(sides[0], adapter, root / "model", root / "data.jsonl", root, steps, threads)
             for i in range(rounds):
-                for side in (sides if i % 2 == 0 else sides[::-1]):
-                    rate = train(side, adapter, root / "model", root / "data.jsonl", root,
-                                 plain_steps if side == "plain" else steps, threads)
-                    figures.setdefault((adapter, side), []).append(rate)
-                    print(f"{adapter:4} round {i + 1}: {side:<13}{rate:>10,.0f} tokens/s",
+                order = sides if i % 2 == 0 else sides[::-1]
+                rates = in_turn(order, lambda side, turns: train(
+                    side, adapter, root / "model", root / "data.jsonl", root,
+                    plain_steps if side == "plain" else steps, threads, turns))
+                for side in order:
+                    figures.setdefault((adapter, side), []).append(rates[side])
+                    print(f"{adapter:4} round {i + 1}: {side:<13}{rates[side]:>10,.0f} tokens/s",
                           flush=True)
     rows = []
     for adapter in ("lora", "full"):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _sequence_attention as sequence_attention
 from ._protocol import TrainerConfig
 
 if TYPE_CHECKING:
@@ -120,19 +121,24 @@ def shortened(message: str) -> str:
 def trains_in_bf16(*, cuda: bool) -> bool:
     """Whether this machine trains faster in bf16 (mixed precision) than in fp32.
 
-    On CUDA: when the GPU has bf16. On the CPU: when it has AMX tiles (Intel
-    Sapphire Rapids and later), whose bf16 matrix units oneDNN uses under
-    torch's CPU autocast. Measured (``bench/bench_throughput.py``, GPT-2 2 x 128,
-    2 cores with AMX): LoRA 15,110 tokens/s in bf16 against 11,697 in fp32,
-    full fine-tune 14,719 against 11,131. A CPU without them (AVX-512 bf16
-    alone, or none) stays in fp32, where bf16 autocast is several times slower.
+    On CUDA: when the GPU has bf16. On the CPU: when it has bf16 matrix
+    instructions that oneDNN uses under torch's CPU autocast: AMX tiles (Intel
+    Sapphire Rapids and later) or AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
+    Lake). Measured (``bench/bench_throughput.py``, GPT-2 2 x 128, 2 cores):
+    with AMX, LoRA 15,110 tokens/s in bf16 against 11,697 in fp32, full fine-tune
+    14,719 against 11,131; on an AMD EPYC with AVX-512 BF16, plain TRL in bf16
+    stepped 8,000-10,000 tokens/s against alallo's fp32 6,200-7,100. A CPU without
+    them (AVX-512 alone, AVX2) stays in fp32, where bf16 autocast is emulated and
+    several times slower.
     """
     import torch
 
     if cuda:
         return bool(torch.cuda.is_bf16_supported())
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # torch >= 2.3
-    return bool(amx is not None and amx() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    units = [getattr(torch.cpu, name, None)  # torch >= 2.3
+             for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return (any(unit is not None and unit() for unit in units)
+            and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
 
 
 def bnb_config(*, bf16: bool) -> Any:
@@ -195,7 +201,8 @@ def keeps_apart(model: Any) -> str | None:
     if attention in _VARLEN_ATTENTION:
         return "varlen"
     modeling = sys.modules.get(type(base).__module__)
-    if attention in ("sdpa", "eager") and hasattr(modeling, "create_causal_mask"):
+    if attention in ("sdpa", "eager", sequence_attention.NAME) \
+            and hasattr(modeling, "create_causal_mask"):
         return "mask"
     return None
 
@@ -283,9 +290,10 @@ def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
     own collator (not a vision model's), a model without dropout (:func:`drops_out`: its
     random masks are drawn by the batch's shape, so another shape trains other numbers)
     and a model that :func:`keeps_apart` its sequences:
-    on a GPU with flash-attention's kernels; on the CPU through the mask: in bf16 every
-    batch, in fp32 the batches where that costs fewer FLOPs than padding (the others are
-    padded as before). Returns whether it did.
+    on a GPU with flash-attention's kernels; on the CPU with SDPA each sequence attended on
+    its own (:mod:`~alallo.trainers._sequence_attention`: every batch flat), or with eager
+    attention through the mask (in bf16 every batch, in fp32 the batches where that costs
+    fewer FLOPs than padding; the others are padded as before). Returns whether it did.
     """
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
@@ -296,9 +304,15 @@ def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
             or (cuda and how != "varlen") or drops_out(trainer.model)):
         return False
     per_token = None  # every batch flat
-    if how == "mask" and not trainer.args.bf16:
+    if how == "mask" and sequence_attention.fits(model):
+        # Each sequence attended on its own: no pad token, no pair across sequences, so
+        # flat is the cheaper shape for every batch (bench/bench_throughput.py).
+        sequence_attention.register()
+        (model.get_base_model() if hasattr(model, "get_base_model") else model
+         ).set_attn_implementation(sequence_attention.NAME)
+    elif how == "mask" and not trainer.args.bf16:
         # In fp32 a flat row's masked attention (its whole length squared) can cost more
-        # than padding. In bf16 (a CPU with AMX) every batch flat measured fastest:
+        # than padding. In bf16 (a CPU with bf16 units) every batch flat measured fastest:
         # 15,058 tokens/s for a full fine-tune against 12,941 choosing by FLOPs, and as
         # fast as TRL's own padding-free batches (bench/bench_throughput.py).
         config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config

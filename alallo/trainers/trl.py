@@ -42,7 +42,9 @@ LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
 QLoRA through bitsandbytes and needs CUDA. Training runs in bf16 (mixed
 precision) where the machine has bf16 units: a GPU that supports it, a CPU with
-AMX (:func:`~alallo.trainers._trl_model.trains_in_bf16`); elsewhere in fp32.
+AMX or AVX-512 BF16 (:func:`~alallo.trainers._trl_model.trains_in_bf16`); elsewhere in
+fp32. On the CPU a batch's examples are laid end to end in one row and each is attended
+on its own (:func:`~alallo.trainers._trl_model.use_padding_free`).
 
 Start-up is dominated by importing torch, transformers, peft and TRL (about
 6 s on a CPU machine): the data file is read and checked first, with the

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarnin
 
 
 def _trainer(tiny_model: Path, data: Path, tmp_path: Path, *, adapter: str = "lora",
-             batch_size: int = 4, bf16: bool = False) -> Any:
+             batch_size: int = 4, bf16: bool = False, attention: str = "sdpa") -> Any:
     from datasets import Dataset
 
     from alallo.trainers._data import read_rows
@@ -32,6 +32,7 @@ def _trainer(tiny_model: Path, data: Path, tmp_path: Path, *, adapter: str = "lo
                            checkpoint_dir=str(tmp_path / "checkpoints"), adapter=adapter,
                            max_steps=4, batch_size=batch_size, logging_steps=1, save_steps=100)
     model, tokenizer = load_model(config, bf16=bf16)
+    model.set_attn_implementation(attention)
     with ProtocolOut(silent=True) as out:
         return build_trainer(config, model, tokenizer,
                              (Dataset.from_list(read_rows(data, "text")), None), out, None,
@@ -56,20 +57,36 @@ def test_a_gpt2_batch_without_dropout_is_padding_free(without_dropout: Path, une
     assert batch["input_ids"].shape[1] == sum(len(e["input_ids"]) for e in examples)
 
 
-def test_a_batch_of_long_equal_examples_stays_padded(without_dropout: Path,
-                                                     uneven_file: Path, tmp_path: Path) -> None:
-    """On the CPU a row's masked attention costs its whole length squared: four examples of
-    the same length cost less padded (with no padding at all)."""
+def test_with_sdpa_every_batch_is_flat_and_attended_per_sequence(
+        without_dropout: Path, uneven_file: Path, tmp_path: Path) -> None:
+    """With SDPA each sequence of a row is attended on its own (its own length squared, no
+    mask): even four examples of the same length, which padding would not pad, go flat."""
+    from alallo.trainers import _sequence_attention
+
     trainer = _trainer(without_dropout, uneven_file, tmp_path)
     batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
+    assert batch["input_ids"].shape == (1, 480) and "attention_mask" not in batch
+    assert trainer.model.get_base_model().config._attn_implementation == \
+        _sequence_attention.NAME
+
+
+def test_with_eager_attention_a_batch_of_long_equal_examples_stays_padded(
+        without_dropout: Path, uneven_file: Path, tmp_path: Path) -> None:
+    """Eager attention keeps a row's sequences apart through the mask, at the whole row's
+    length squared: four examples of the same length cost less padded (with no padding at
+    all), in fp32."""
+    trainer = _trainer(without_dropout, uneven_file, tmp_path, attention="eager")
+    batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
     assert batch["input_ids"].shape == (4, 120) and "attention_mask" in batch
+    assert trainer.model.get_base_model().config._attn_implementation == "eager"
 
 
 def test_in_bf16_every_batch_is_flat(without_dropout: Path, uneven_file: Path,
                                      tmp_path: Path) -> None:
-    """In bf16 (a CPU with AMX) flat batches measured fastest even where padding costs
-    fewer FLOPs: the batch that stays padded in fp32 is flat."""
-    trainer = _trainer(without_dropout, uneven_file, tmp_path, bf16=True)
+    """In bf16 (a CPU with bf16 units) flat batches measured fastest even where padding
+    costs fewer FLOPs: with eager attention too, the batch that stays padded in fp32 is
+    flat."""
+    trainer = _trainer(without_dropout, uneven_file, tmp_path, bf16=True, attention="eager")
     batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
     assert batch["input_ids"].shape == (1, 480) and "attention_mask" not in batch
 
@@ -100,15 +117,19 @@ def without_dropout(tiny_model: Path, tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("adapter", ["lora", "full"])
+@pytest.mark.parametrize(("adapter", "attention"),
+                         [("lora", "sdpa"), ("full", "sdpa"), ("lora", "eager")])
 def test_padding_free_computes_what_padded_batches_compute(
-        without_dropout: Path, uneven_file: Path, tmp_path: Path, adapter: str) -> None:
+        without_dropout: Path, uneven_file: Path, tmp_path: Path, adapter: str,
+        attention: str) -> None:
     """The same examples, one row or padded to the longest: the same summed loss over the
-    same trained tokens, as the trainer computes it in a training step."""
+    same trained tokens, as the trainer computes it in a training step (the row attended per
+    sequence with SDPA, through the mask with eager attention)."""
     import torch
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-    trainer = _trainer(without_dropout, uneven_file, tmp_path, adapter=adapter)
+    trainer = _trainer(without_dropout, uneven_file, tmp_path, adapter=adapter,
+                       attention=attention)
     examples = [trainer.train_dataset[i] for i in range(4)]
     trainer.model.train()
     losses = []
