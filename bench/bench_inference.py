@@ -2,12 +2,13 @@
 ``/v1/completions`` (streamed over HTTP), against ``transformers`` generate called directly
 in this process on the same weights, in the same run.
 
-Run: ``.venv/bin/python bench/bench_inference.py`` (``--quick``: 5 requests a side
-instead of 10; ``--json FILE`` appends the rows to FILE). The two sides run in turn, a
-request and a direct generation, so that both meet the same machine. Both generate greedily,
-``max_tokens`` 200 after the same prompt, on one CPU thread (what the worker uses for a
-model this small), with the model loaded before timing starts (the first request loads
-it into the worker and is not timed). Tokens/s counts the completion's tokens over the
+Run: ``.venv/bin/python bench/bench_inference.py`` (``--quick``: 10 requests a side
+instead of 20: the median of 5 swung 0.77-0.88 on a noisy 2-core VM; ``--json FILE``
+appends the rows to FILE). The two sides run in turn, a request and a direct generation,
+so that both meet the same machine. Both generate greedily, ``max_tokens`` 200 after the
+same prompt, on one CPU thread (what the worker uses for a model this small), with the
+model loaded before timing starts (the first request loads it into the worker and is not
+timed). Tokens/s counts the completion's tokens over the
 request's whole time; first token is the time to the first piece of text (the direct side
 is timed to its streamer's first piece). Target: alallo ≥ 0.8× the direct tokens/s.
 """
@@ -97,10 +98,10 @@ def through_alallo(client: httpx.Client) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="5 requests a side instead of 10")
+    parser.add_argument("--quick", action="store_true", help="10 requests a side instead of 20")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
-    runs = 5 if args.quick else 10
+    runs = 10 if args.quick else 20
     served_first, served_rate, direct_first, direct_rate = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="alallo-bench-inference-") as scratch:
         with BenchServer(Path(scratch) / "data") as server, httpx.Client(

@@ -49,8 +49,8 @@ from pathlib import Path
 
 import structlog
 import trio
-from _results import append_rows, row
 
+from _results import append_rows, row
 from alallo import Runtime, Settings
 
 REPO = Path(__file__).resolve().parents[1]

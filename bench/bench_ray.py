@@ -1,8 +1,9 @@
 """Training through a Ray cluster: a tiny real job through Ray vs the local executor, and a
 node lost.
 
-Run: ``.venv/bin/python bench/bench_ray.py`` (``--quick``: 1 repetition instead of 3;
-``--json FILE`` appends the rows to FILE). It starts a real local Ray cluster
+Run: ``.venv/bin/python bench/bench_ray.py`` (``--quick``: 3 repetitions instead of 5,
+each side's median: one repetition swung 1.17-1.34 on a noisy 2-core VM; ``--json FILE``
+appends the rows to FILE). It starts a real local Ray cluster
 (``tests/ray_cluster.py``: a head with no CPUs for work, two 2-CPU workers on 127.0.0.1).
 
 - **Ray vs local**: the same tiny real TRL job (``alallo/tiny-gpt2``, LoRA, 10 steps of 2
@@ -156,13 +157,13 @@ def rows(times: dict[str, list[float]], lost: dict[str, float]) -> list[dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 repetition instead of 3")
+    parser.add_argument("--quick", action="store_true", help="3 repetitions instead of 5")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="alallo-bench-ray-") as scratch, \
             RayCluster() as cluster:
         print(f"Ray cluster up in {cluster.startup_seconds:.1f} s", flush=True)
-        times = trio.run(ray_vs_local, cluster, 1 if args.quick else 3, Path(scratch))
+        times = trio.run(ray_vs_local, cluster, 3 if args.quick else 5, Path(scratch))
         lost = trio.run(node_lost, cluster, Path(scratch))
     result = rows(times, lost)
     return report(result, args.json)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _sequence_attention as sequence_attention
+from . import _trl_attention as sequence_attention
 from ._protocol import TrainerConfig
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
     random masks are drawn by the batch's shape, so another shape trains other numbers)
     and a model that :func:`keeps_apart` its sequences:
     on a GPU with flash-attention's kernels; on the CPU with SDPA each sequence attended on
-    its own (:mod:`~alallo.trainers._sequence_attention`: every batch flat), or with eager
+    its own (:mod:`~alallo.trainers._trl_attention`: every batch flat), or with eager
     attention through the mask (in bf16 every batch, in fp32 the batches where that costs
     fewer FLOPs than padding; the others are padded as before). Returns whether it did.
     """

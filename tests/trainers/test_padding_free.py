@@ -61,13 +61,13 @@ def test_with_sdpa_every_batch_is_flat_and_attended_per_sequence(
         without_dropout: Path, uneven_file: Path, tmp_path: Path) -> None:
     """With SDPA each sequence of a row is attended on its own (its own length squared, no
     mask): even four examples of the same length, which padding would not pad, go flat."""
-    from alallo.trainers import _sequence_attention
+    from alallo.trainers import _trl_attention
 
     trainer = _trainer(without_dropout, uneven_file, tmp_path)
     batch = trainer.data_collator([{"input_ids": list(range(120))}] * 4)
     assert batch["input_ids"].shape == (1, 480) and "attention_mask" not in batch
     assert trainer.model.get_base_model().config._attn_implementation == \
-        _sequence_attention.NAME
+        _trl_attention.NAME
 
 
 def test_with_eager_attention_a_batch_of_long_equal_examples_stays_padded(

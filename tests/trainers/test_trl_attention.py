@@ -1,4 +1,4 @@
-"""Attention over a padding-free row one sequence at a time (alallo.trainers._sequence_attention):
+"""Attention over a padding-free row one sequence at a time (alallo.trainers._trl_attention):
 what each sequence alone computes, forward and backward; anything else as SDPA computes it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from alallo.trainers import _sequence_attention
+from alallo.trainers import _trl_attention
 
 pytestmark = [pytest.mark.filterwarnings("ignore::FutureWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -56,8 +56,8 @@ def test_a_row_computes_what_each_sequence_alone_computes(kind: str) -> None:
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
 
-    _sequence_attention.register()
-    model.set_attn_implementation(_sequence_attention.NAME)
+    _trl_attention.register()
+    model.set_attn_implementation(_trl_attention.NAME)
     logits = model(input_ids=ids, position_ids=positions, use_cache=False).logits
     logits.sum().backward()
 
@@ -76,8 +76,8 @@ def test_a_row_with_a_cache_is_still_attended_per_sequence() -> None:
     with torch.no_grad():
         apart = torch.cat([model(input_ids=piece).logits
                            for piece in ids.split(LENGTHS, dim=1)], dim=1)
-        _sequence_attention.register()
-        model.set_attn_implementation(_sequence_attention.NAME)
+        _trl_attention.register()
+        model.set_attn_implementation(_trl_attention.NAME)
         row = model(input_ids=ids, position_ids=positions).logits
     assert torch.allclose(row, apart, atol=1e-5)
 
@@ -96,8 +96,8 @@ def test_padded_batches_and_generation_are_sdpa_s() -> None:
         padded = model(input_ids=batch, attention_mask=mask).logits
         generated = model.generate(ids[:, :6], max_new_tokens=6, do_sample=False,
                                    pad_token_id=0)
-        _sequence_attention.register()
-        model.set_attn_implementation(_sequence_attention.NAME)
+        _trl_attention.register()
+        model.set_attn_implementation(_trl_attention.NAME)
         assert torch.allclose(model(input_ids=batch, attention_mask=mask).logits, padded,
                               atol=1e-5)
         assert torch.equal(model.generate(ids[:, :6], max_new_tokens=6, do_sample=False,
@@ -109,15 +109,15 @@ def test_only_full_causal_sdpa_models_fit() -> None:
     else), keeps the model's own attention."""
     from transformers import MistralConfig, MistralForCausalLM
 
-    assert _sequence_attention.fits(_model("gpt2"))
-    assert _sequence_attention.fits(_model("llama"))
+    assert _trl_attention.fits(_model("gpt2"))
+    assert _trl_attention.fits(_model("llama"))
     eager = _model("gpt2")
     eager.set_attn_implementation("eager")
-    assert not _sequence_attention.fits(eager)
+    assert not _trl_attention.fits(eager)
     windowed = MistralForCausalLM(MistralConfig(
         num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
         num_key_value_heads=1, vocab_size=100, sliding_window=16))
-    assert not _sequence_attention.fits(windowed)
+    assert not _trl_attention.fits(windowed)
 
 
 def test_the_name_is_not_saved_with_the_model(tmp_path: Any) -> None:
@@ -125,8 +125,8 @@ def test_the_name_is_not_saved_with_the_model(tmp_path: Any) -> None:
     from transformers import AutoModelForCausalLM
 
     model = _model("gpt2")
-    _sequence_attention.register()
-    model.set_attn_implementation(_sequence_attention.NAME)
+    _trl_attention.register()
+    model.set_attn_implementation(_trl_attention.NAME)
     model.save_pretrained(tmp_path)
-    assert _sequence_attention.NAME not in (tmp_path / "config.json").read_text()
+    assert _trl_attention.NAME not in (tmp_path / "config.json").read_text()
     assert AutoModelForCausalLM.from_pretrained(tmp_path).config._attn_implementation == "sdpa"
