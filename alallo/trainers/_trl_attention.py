@@ -1,19 +1,20 @@
 """Attention over a padding-free batch one sequence at a time, with torch's SDPA.
 
 A padding-free batch lays the examples of a batch end to end in one row, each with its
-``position_ids`` from 0. With ``sdpa`` attention, transformers keeps them apart through a
+``position_ids`` from 0. With ``sdpa`` attention, transformers keeps them apart with a
 block-diagonal mask over the whole row (``create_causal_mask`` finds the sequences from the
-position ids), so the row's attention costs its whole length squared, and SDPA's
-fused kernels, which skip the masked half of a causal product only through ``is_causal``,
-compute every pair of the row. Here each sequence is attended on its own with
+position ids). SDPA then computes every pair of the row, its whole length squared, and with
+a mask it cannot use its causal kernel. Here each sequence is attended on its own with
 ``is_causal=True``: what the mask computes (to rounding), at each sequence's own length
-squared — flash-attention's variable-length kernels (``cu_seqlens``) in torch's own SDPA, for
-a device or a build without them (the CPU; a GPU without the ``flash-attn`` package).
+squared. It is what flash-attention's variable-length kernels (``cu_seqlens``) do, in
+torch's own SDPA, for a device or a build without them (the CPU; a GPU without the
+``flash-attn`` package).
 
 Registered with transformers' attention interfaces (``AttentionInterface``,
 ``AttentionMaskInterface``; transformers >= 5) as :data:`NAME`, a model takes it with
 ``set_attn_implementation(NAME)``; the name is not saved with the model. Anything else (a
-padded batch, a mask, a KV cache, one sequence) goes to transformers' own SDPA as before.
+padded batch, a mask, a KV cache that holds earlier tokens, a single sequence) goes to
+transformers' own SDPA as before.
 """
 
 from __future__ import annotations

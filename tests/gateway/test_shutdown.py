@@ -112,7 +112,8 @@ async def test_a_client_that_stopped_reading_does_not_hold_up_the_exit_past_the_
         stalled.close()
         flag.touch()
     assert server.process.returncode == 0
-    # The deadline, then the runtime stops (about 0.5 s, as without a stalled reader).
-    # The deadline, and the process's own exit on a loaded machine (3 test processes on 2
-    # cores): a client that never reads would hold the server for good without it.
-    assert took < GRACEFUL_TIMEOUT_S + 3.0, f"the server took {took:.1f} s to stop"
+    # The deadline, then the runtime stops (about 0.5 s, as without a stalled reader):
+    # 2.3 s in all on an idle 2-core VM, 5.2 s once beside the rest of the suite (3 test
+    # processes on 2 cores). A client that never reads would hold the server for good
+    # without the deadline (here: past wait_exit's 30 s).
+    assert took < GRACEFUL_TIMEOUT_S + 6.0, f"the server took {took:.1f} s to stop"
