@@ -28,12 +28,11 @@ NAME = "alallo_sdpa_per_sequence"
 
 
 def fits(model: Any) -> bool:
-    """Whether ``model`` (a ``PreTrainedModel``, or a PEFT model around one) can attend a
-    padding-free batch per sequence and compute what its own ``sdpa`` computes: it uses
+    """Whether ``model`` (a ``PreTrainedModel``; for a PEFT model, its base model) can attend
+    a padding-free batch per sequence and compute what its own ``sdpa`` computes: it uses
     ``sdpa``, and every layer attends to the whole causal past (no sliding window, no
     chunked or bidirectional layers) and is causal."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = base.config
+    config = model.config
     if getattr(config, "_attn_implementation", None) not in ("sdpa", NAME):
         return False
     text = config.get_text_config()

@@ -186,6 +186,11 @@ def lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:
 _VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3"})
 
 
+def _base_model(model: Any) -> Any:
+    """The transformers model inside a PEFT model, or ``model`` itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def keeps_apart(model: Any) -> str | None:
     """How ``model`` keeps the sequences of a padding-free batch (several examples laid end
     to end in one row, each with its own ``position_ids`` from 0, no attention mask) from
@@ -196,7 +201,7 @@ def keeps_apart(model: Any) -> str | None:
     from the position ids when no attention mask is given (transformers >= 5: GPT-2, Llama,
     Qwen, Mistral, Gemma...; the row's attention then costs its whole length squared);
     None when it does not."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base_model(model)
     attention = getattr(base.config, "_attn_implementation", None)
     if attention in _VARLEN_ATTENTION:
         return "varlen"
@@ -215,7 +220,7 @@ def drops_out(model: Any) -> bool:
 
     if any(isinstance(module, torch.nn.Dropout) and module.p > 0 for module in model.modules()):
         return True
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base_model(model)
     return bool(getattr(base.config.get_text_config(), "attention_dropout", 0.0))
 
 
@@ -303,22 +308,20 @@ def use_padding_free(trainer: Any, model: Any, *, cuda: bool) -> bool:
             or trainer.args.per_device_train_batch_size < 2 or how is None
             or (cuda and how != "varlen") or drops_out(trainer.model)):
         return False
-    per_token = None  # every batch flat
-    if how == "mask" and sequence_attention.fits(model):
+    base, per_token = _base_model(model), None  # every batch flat
+    if how == "mask" and sequence_attention.fits(base):
         # Each sequence attended on its own: no pad token, no pair across sequences, so
         # flat is the cheaper shape for every batch (bench/bench_throughput.py).
         sequence_attention.register()
-        (model.get_base_model() if hasattr(model, "get_base_model") else model
-         ).set_attn_implementation(sequence_attention.NAME)
+        base.set_attn_implementation(sequence_attention.NAME)
     elif how == "mask" and not trainer.args.bf16:
         # In fp32 a flat row's masked attention (its whole length squared) can cost more
         # than padding. In bf16 (a CPU with bf16 units) every batch flat measured fastest:
         # 15,058 tokens/s for a full fine-tune against 12,941 choosing by FLOPs, and as
         # fast as TRL's own padding-free batches (bench/bench_throughput.py).
-        config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
-        text = config.get_text_config()
+        text = base.config.get_text_config()
         per_token = 12 * text.hidden_size + text.vocab_size / max(1, text.num_hidden_layers)
-        if not hasattr(model, "get_base_model"):
+        if base is model:
             # A full fine-tune also computes the weights' gradients: a token's backward pass
             # is twice its forward pass, as against once with the weights frozen (LoRA),
             # while attention's is twice in both (no weights): tokens weigh 3/2 as much.
