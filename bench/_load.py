@@ -2,8 +2,10 @@
 
 ``python bench/_load.py http URL PATH --connections C --seconds S [--header K:V]``
     keep-alive HTTP/1.1 GET requests on C connections for S seconds, each
-    connection sending its next request when the last answer is read; prints
-    ``{"requests", "errors", "wall_s", "cpu_s"}``.
+    connection sending its next request when the last answer is read (and opened
+    again when the server closes it: Hypercorn closes a connection after
+    ``keep_alive_max_requests``, 1,000 requests); prints
+    ``{"requests", "errors", "reconnects", "wall_s", "cpu_s"}``.
 
 ``python bench/_load.py sse URL PATH[,PATH...] --subscribers N [--header K:V]``
     opens N Server-Sent Events streams (spread over the paths), prints
@@ -44,7 +46,7 @@ def _request(host: str, path: str, headers: list[tuple[str, str]]) -> h11.Reques
 async def http_load(host: str, port: int, path: str, headers: list[tuple[str, str]],
                     connections: int, seconds: float) -> dict[str, Any]:
     """Keep-alive GETs of ``path`` for ``seconds`` on ``connections`` connections."""
-    counts = {"requests": 0, "errors": 0}
+    counts = {"requests": 0, "errors": 0, "reconnects": 0}
     streams = [await trio.open_tcp_stream(host, port) for _ in range(connections)]
     deadline = trio.current_time() + seconds
     start_cpu = cpu_s()
@@ -65,7 +67,13 @@ async def http_load(host: str, port: int, path: str, headers: list[tuple[str, st
                 elif isinstance(event, h11.EndOfMessage):
                     break
             counts["requests" if status == 200 else "errors"] += 1
-            conn.start_next_cycle()
+            if conn.our_state is h11.MUST_CLOSE:  # the server ends the connection: open another
+                await stream.aclose()
+                stream = await trio.open_tcp_stream(host, port)
+                conn = h11.Connection(h11.CLIENT)
+                counts["reconnects"] += 1
+            else:
+                conn.start_next_cycle()
         await stream.aclose()
 
     async with trio.open_nursery() as nursery:

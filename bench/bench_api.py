@@ -54,13 +54,13 @@ def window(server: BenchServer, path: str, seconds: float,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="9 rounds of 1.5 s windows")
+    parser.add_argument("--quick", action="store_true", help="15 rounds of 1 s windows")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     parser.add_argument("--profile", type=Path, default=None,
                         help="sample the server with py-spy in one extra alallo window "
                              "(collapsed stacks to this file)")
     args = parser.parse_args()
-    rounds, seconds = (9, 1.5) if args.quick else (9, 4.0)
+    rounds, seconds = (15, 1.0) if args.quick else (15, 3.0)
     with tempfile.TemporaryDirectory(prefix="alallo-bench-api-") as scratch, \
             BenchServer(Path(scratch) / "data") as server:
         [job_id] = create_jobs(server, 1)

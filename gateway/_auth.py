@@ -61,4 +61,7 @@ async def account_of(conn: HTTPConnection) -> str:
     Raises:
         Unauthorized: as :func:`caller_of` (401).
     """
+    key = key_of(conn)
+    if key:  # the key's hash is not needed: the runtime's cache answers by the key
+        return await runtime_of(conn).authenticate(key)
     return (await caller_of(conn))[1]
