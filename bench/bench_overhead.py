@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import resource
@@ -51,6 +50,7 @@ from pathlib import Path
 import structlog
 import trio
 
+from _configs import fresh_config
 from _results import append_rows, row
 from alallo import Runtime, Settings
 
@@ -81,14 +81,8 @@ async def through_alallo(rt: Runtime) -> tuple[float, str]:
 
 def direct(settings: Settings, template: Path, workdir: Path) -> float:
     """The trainer process alone, launch to exit, with alallo's command and config."""
-    config = json.loads(template.read_text())
-    config["output_dir"] = str(workdir / "model")
-    config["checkpoint_dir"] = str(workdir / "checkpoints")
-    config["resume_from"] = None
-    attempt = workdir / "attempt-1"
-    attempt.mkdir(parents=True)
-    config_path = attempt / "config.json"
-    config_path.write_text(json.dumps(config, indent=2))
+    config_path = fresh_config(template, workdir)
+    attempt = config_path.parent
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     start = time.perf_counter()
     done = subprocess.run([settings.python, "-m", "alallo.trainers.trl", str(config_path)],

@@ -18,9 +18,8 @@ appends the rows to FILE). It starts a real local Ray cluster
   job (a ``JobSupervisor`` actor in a new worker process: 0.8 s on an Intel 2-core VM,
   1.3-1.7 s on an AMD one), which the bare Ray job pays as well, and which a ratio on a
   4-5 s job turns into 20-35 %. Also Ray's own part measured on its own: from Ray's taking
-  the job to the trainer started on the node.
-
-The three sides run in turn, each first in one repetition in three.
+  the job to the trainer started on the node. The three sides run in turn, each first in
+  one repetition in three.
 - **Node lost**: a job of the simulated trainer (a real process on the node, 0.2 s a
   step, 200 steps, a checkpoint every 10) runs on a worker; once it has a checkpoint, the
   worker's raylet is killed (SIGKILL: the node is cut off, its trainer lives on). Measured:
@@ -33,7 +32,6 @@ The three sides run in turn, each first in one repetition in three.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -44,6 +42,7 @@ from typing import Any
 
 import httpx
 import trio
+from _configs import fresh_config
 from _results import report, row
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,13 +105,7 @@ async def bare_ray_job(cluster: RayCluster, shared: Path, template: Path, rep: i
     config.json`` holding the CPUs alallo's job holds: what a user of Ray would submit
     by hand, without alallo's launcher, fence, scrubbed environment or placement.
     """
-    config = json.loads(template.read_text())
-    workdir = shared / f"bare-{rep}"
-    attempt = workdir / "attempt-1"
-    attempt.mkdir(parents=True)
-    config.update(output_dir=str(workdir / "model"), checkpoint_dir=str(attempt / "checkpoints"),
-                  resume_from=None)
-    (attempt / "config.json").write_text(json.dumps(config, indent=2))
+    attempt = fresh_config(template, shared / f"bare-{rep}").parent
     entrypoint = (f"cd {shlex.quote(str(attempt))} && exec {shlex.quote(sys.executable)} "
                   "-m alallo.trainers.trl config.json")
     submission_id = f"bare-{rep}-{time.time_ns()}"
