@@ -96,16 +96,19 @@ async def test_a_job_read_right_after_it_changed_answers_the_change(runtime: Run
             "trainer": {"type": "simulated", "step_delay_s": 0.1}})).json()
         url = f"/v1/fine_tuning/jobs/{job['id']}"
         answered_from_memory = 0
+        # Until it has run a few steps and was answered from memory at least once: on a loaded
+        # machine a read may land in a write's window every time for the first steps.
         with trio.fail_after(30):
             while True:
                 stored = await runtime.store.get_job(job["id"])
                 assert stored is not None
                 answer = (await client.get(url)).json()
                 assert answer["seq"] >= stored.state_seq, "never older than the store"
-                if answer["status"] == "running" and answer["progress"]["step"] >= 5:
-                    break
+                assert answer["status"] in {"queued", "running"}, "400 steps outlast the test"
                 answered_from_memory += runtime.live_jobs.get(job["id"]) is not None
-        assert answered_from_memory, "the live job was served from memory at least once"
+                if answer["status"] == "running" and answer["progress"]["step"] >= 5 \
+                        and answered_from_memory:
+                    break
         assert (await stranger.get(url)).status_code == 404, "another account's key: 404"
 
         cancelled = (await client.post(f"{url}/cancel")).json()
