@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ._status import EventType as EventType
     from ._status import JobStatus as JobStatus
     from ._status import Message as Message
+    from .api import Account as Account
+    from .api import AccountSpend as AccountSpend
     from .api import AssistantMessage as AssistantMessage
     from .api import Capacity as Capacity
     from .api import CapacityNode as CapacityNode
@@ -93,6 +95,8 @@ _ORIGINS = {
     "ApiError": "._errors",
     "AsyncClient": ".client",
     "Capacity": ".api",
+    "Account": ".api",
+    "AccountSpend": ".api",
     "AssistantMessage": ".api",
     "ChatChoice": ".api",
     "ChatCompletion": ".api",
@@ -155,6 +159,8 @@ _ORIGINS = {
 }
 
 __all__ = [
+    "Account",
+    "AccountSpend",
     "AlalloError",
     "ApiError",
     "AssistantMessage",

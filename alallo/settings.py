@@ -71,9 +71,11 @@ class Settings(BaseSettings):
         description = "Our in-house SFT trainer"
     """
     trainer_user: str | None = None
-    """When the server runs as root: the unprivileged user every trainer runs as
-    (e.g. ``nobody``); its job's directory is handed to that user. Ignored when the
-    server does not run as root (trainers then run as the server's own user)."""
+    """When the server runs as root: the unprivileged user every trainer runs as; None:
+    ``alallo-trainer``, made on first start (``nobody`` where it cannot be made). What it
+    may reach is opened, and checked, at start (docs/security.md). Ignored when the
+    server does not run as root (trainers then run as the server's own user) and on a
+    Ray cluster (as the user of each node)."""
     trainer_env: dict[str, str] = Field(default_factory=dict)
     """Variables every trainer gets on top of its scrubbed environment (as JSON:
     ``ALALLO_TRAINER_ENV='{"HF_HOME": "/srv/hf"}'``). Trainers never inherit the
@@ -94,6 +96,15 @@ class Settings(BaseSettings):
     """Largest training file accepted by ``POST /v1/files`` (bytes)."""
     max_steps_limit: int = Field(default=1_000_000, gt=0)
     """Largest ``max_steps`` a job may ask for; more is refused as absurd."""
+    max_streams_per_account: int = Field(default=500, ge=1)
+    """Streams one account may have open on one server at once: each SSE stream (a job's,
+    the account's), each WebSocket, and each subscription a WebSocket follows. One more is
+    refused (SSE: 429 ``too_many_streams``; WebSocket: an error frame, and close 4429 for
+    a new socket). A dashboard tab opens one; each costs the server ~65 KiB."""
+    max_subscriptions_per_websocket: int = Field(default=200, ge=1)
+    """Subscriptions (job ids, and ``"*"``) one WebSocket may follow at once; a job's
+    subscription ends with its ``done`` frame. A ``subscribe`` message past it is refused
+    whole with an error frame, and the socket goes on."""
     default_balance: float = 1_000_000.0
     """Balance (USD) of the local account when it is first created."""
     default_billing_limit: float = Field(default=0.0, ge=0)

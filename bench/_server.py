@@ -44,6 +44,11 @@ __all__ = ["IDLE_TRAINER", "BenchServer", "create_jobs", "proc_cpu_s", "proc_rss
            "raise_fd_limit", "run_load", "wait_running"]
 
 
+BENCH_STREAMS = 1_000_000
+"""Streams the bench server lets its one account open: the benchmarks open 10,000 and more
+from the local account, far past the default ``ALALLO_MAX_STREAMS_PER_ACCOUNT``."""
+
+
 def raise_fd_limit() -> int:
     """Raise this process's open-file limit to its hard limit; return the new limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -57,12 +62,14 @@ class BenchServer:
 
     Args:
         data_dir: alallo's data dir (created).
-        env: extra environment (``ALALLO_*`` settings).
+        env: extra environment (``ALALLO_*`` settings). Unless it says otherwise, one
+            account may open as many streams as the benchmarks do (:data:`BENCH_STREAMS`).
     """
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        self.env = {**os.environ, "PYTHONPATH": str(REPO),
+                    "ALALLO_MAX_STREAMS_PER_ACCOUNT": str(BENCH_STREAMS), **(env or {})}
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.api_key = ""

@@ -9,16 +9,19 @@ its class carries (``exc.status_code``, beside each class in
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 
 from alallo import AlalloError, ApiError, Forbidden, InvalidRequest
 
-__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "error_response"]
+__all__ = ["EXCEPTION_HANDLERS", "BadJSON", "Forbidden", "RequestTooLarge", "allowed_methods",
+           "error_response"]
 
 
 class BadJSON(InvalidRequest):
@@ -55,12 +58,40 @@ async def _validation_error(request: Request, exc: ValidationError) -> JSONRespo
     first: dict[str, Any] = dict(exc.errors()[0])
     param = ".".join(str(part) for part in first["loc"]) or None
     message = str(first["msg"])
+    given = first.get("input")
+    if ("url" in first and first["type"] != "extra_forbidden"
+            and isinstance(given, bool | int | float)):
+        # What came, in pydantic's own messages ("url": not one of ours, which say it
+        # themselves), when it is a number or a boolean: never a string (maybe a secret).
+        message += f", got {json.dumps(given)[:40]}"
     return error_response(422, "invalid_request", message, param)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail), None)
+    response = error_response(exc.status_code, code, str(exc.detail), None)
+    response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        response.headers["Allow"] = allowed_methods(request, exc.headers)
+    return response
+
+
+def allowed_methods(request: Request, given: dict[str, str] | None = None) -> str:
+    """The ``Allow`` header of a 405 (RFC 9110 §15.5.6: it must be sent): every method of
+    every route of the request's path, sorted (``DELETE, GET, HEAD``).
+
+    Starlette's own 405 names the methods of the one route it tried first, and a path
+    served by two routes (``GET`` and ``POST /v1/files``) would allow only one of them;
+    a mounted app's 405 (the static files) keeps the header it ``given``.
+    """
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= set(route_methods)
+    if not methods and given and "Allow" in given:
+        return given["Allow"]
+    return ", ".join(sorted(methods))
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {

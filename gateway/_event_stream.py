@@ -68,8 +68,10 @@ class EventStreamResponse(Response):
         headers: more response headers (``Cache-Control: no-store``,
             ``Connection: keep-alive`` and ``X-Accel-Buffering: no`` are always set).
         keepalive_s: seconds of silence before a keep-alive comment.
-        while_open: a context manager entered while the body streams (e.g. a gauge of
-            open streams).
+        while_open: a context manager entered before the headers go out and held while
+            the body streams (the account's open streams, :func:`gateway._metrics.open_stream`).
+            An error it raises on entry is the answer (nothing was sent yet: Starlette
+            answers it from the error table, e.g. 429 for too many streams).
 
     A HEAD request gets the headers and an empty body; the source is not called.
     """
@@ -93,14 +95,14 @@ class EventStreamResponse(Response):
         self._reading: trio.CancelScope | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})
-        if scope.get("method") == "HEAD":
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        writer = ChunkWriter.of(scope)
-        write = writer.write if writer is not None else _asgi_write(send)
         with self._while_open():
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+            if scope.get("method") == "HEAD":
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            writer = ChunkWriter.of(scope)
+            write = writer.write if writer is not None else _asgi_write(send)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._until_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(self._keep_alive, write)

@@ -13,10 +13,14 @@ from ._auth import account_of, runtime_of
 from ._body import query_int
 from ._errors import RequestTooLarge
 
-__all__ = ["MAX_FILES_PAGE", "create_file", "delete_file", "file_content", "get_file", "list_files"]
+__all__ = ["MAX_FILENAME_CHARS", "MAX_FILES_PAGE", "create_file", "delete_file",
+           "file_content", "get_file", "list_files"]
 
 MAX_FILES_PAGE = 10_000
 """The most files one page holds (and the default, as OpenAI's)."""
+MAX_FILENAME_CHARS = 500
+"""The longest name an upload may have: what the store keeps (``files.filename``); a longer
+one failed in PostgreSQL after the bytes were written, as a 503 "try again"."""
 
 
 async def create_file(request: Request) -> JSONResponse:
@@ -37,9 +41,13 @@ async def create_file(request: Request) -> JSONResponse:
         if upload.size is not None and upload.size > limit:
             raise RequestTooLarge(f"the file is {upload.size} bytes; the limit is {limit}",
                                   param="file")
+        name = upload.filename or "upload.jsonl"
+        if len(name) > MAX_FILENAME_CHARS or "\x00" in name:
+            raise InvalidRequest(f"the file's name must be up to {MAX_FILENAME_CHARS} "
+                                 f"characters, none of them NUL; it has {len(name)}",
+                                 param="file")
         data = await upload.read()
-        row = await runtime.upload_file(account, upload.filename or "upload.jsonl", data,
-                                        purpose=purpose)
+        row = await runtime.upload_file(account, name, data, purpose=purpose)
     return JSONResponse(views.file_view(row))
 
 

@@ -12,7 +12,7 @@ from alallo import LOCAL_ACCOUNT
 from alallo.runtime import list_checkpoints, views
 
 from ._auth import account_of, runtime_of
-from ._body import json_object, query_int
+from ._body import json_object, parse_int, query_int
 from ._errors import Forbidden
 from ._job_json import JobJson
 
@@ -73,8 +73,8 @@ async def job_events(request: Request) -> JSONResponse:
     # The openai SDK pages with the last event's id ("ft-…-event-12"): take its seq.
     raw_after = request.query_params.get("after", "")
     prefix = f"{job_id}-event-"
-    after = (int(raw_after[len(prefix):]) if raw_after.startswith(prefix)
-             and raw_after[len(prefix):].isdigit() else query_int(request, "after", 0, high=2**62))
+    after = (parse_int(raw_after[len(prefix):], "after", high=2**62)
+             if raw_after.startswith(prefix) else query_int(request, "after", 0, high=2**62))
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
     events, more = await runtime_of(request).list_events(account, job_id, after=after,
                                                         limit=limit)

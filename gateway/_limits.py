@@ -1,4 +1,6 @@
-"""Size limits on request bodies: past its limit, a request answers 413 and changes nothing.
+"""Limits on what a request or an account may hold: request bodies (413) and open streams (429).
+
+Body sizes: past its limit, a request answers 413 and changes nothing.
 
 Two limits: a training file upload (``POST /v1/files``) may be as large as
 ``Settings.max_upload_bytes`` (plus :data:`MULTIPART_OVERHEAD_BYTES` for the
@@ -19,6 +21,15 @@ Neither Starlette nor Hypercorn has such a limit (Starlette's
 ``max_part_size`` bounds form fields, not files), and the one package for it
 (``content-size-limit-asgi``, last released 2020) has one limit for every
 route and its own error body; this is the small piece we need instead.
+
+Open streams: :class:`StreamLimit` counts, per account, the streams open on this server
+(``Settings.max_streams_per_account``; each SSE stream, each WebSocket and each of its
+subscriptions) and refuses one more with :class:`TooManyStreams` (429). Each stream costs
+the server memory and tasks for as long as it is open (a WebSocket that subscribed 20,000
+times took a server from 93 to 541 MB: ``bench/bench_ws_subscriptions.py``), so what one
+account holds is bounded; the count is this process's, as each server holds its own
+streams. A counter in memory is all it takes: nothing is shared between requests but the
+event loop, so a check and its increment cannot interleave.
 """
 
 from __future__ import annotations
@@ -28,10 +39,12 @@ from collections.abc import Callable
 import trio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from alallo import ApiError
+
 from ._errors import RequestTooLarge
 
 __all__ = ["DRAIN_MAX_BYTES", "DRAIN_TIMEOUT_S", "MAX_JSON_BODY_BYTES", "MULTIPART_OVERHEAD_BYTES",
-           "BodyLimit"]
+           "BodyLimit", "StreamLimit", "TooManyStreams"]
 
 MAX_JSON_BODY_BYTES = 1024 * 1024
 """Largest JSON body accepted (1 MiB); a job spec is a few hundred bytes."""
@@ -109,3 +122,58 @@ def _content_length(scope: Scope) -> int | None:
 def _too_large(size: int, limit: int, *, sent: bool = False) -> RequestTooLarge:
     amount = f"more than {limit} bytes" if sent else f"{size} bytes"
     return RequestTooLarge(f"the request body is {amount}; the limit is {limit} bytes")
+
+
+
+class TooManyStreams(ApiError):
+    """429 ``too_many_streams``: the account has as many streams open on this server as it
+    may, or a WebSocket follows as many subscriptions as it may. Closing one makes room.
+
+    Args:
+        message: What was refused and the limit.
+        param: The request's part that asked for it (``subscribe`` on a WebSocket).
+    """
+
+    status_code = 429
+    code = "too_many_streams"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(self.status_code, self.code, message, param)
+
+
+class StreamLimit:
+    """Streams open per account on this server, at most ``limit`` each.
+
+    Args:
+        limit: Streams one account may hold (``Settings.max_streams_per_account``).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def open(self, account_id: str, count: int = 1) -> None:
+        """Count ``count`` more streams of the account, all or none; :meth:`close` them.
+
+        Raises:
+            TooManyStreams: the account would hold more than ``limit``.
+        """
+        held = self._open.get(account_id, 0)
+        if held + count > self.limit:
+            raise TooManyStreams(
+                f"this account has {held} streams open on this server, the limit is "
+                f"{self.limit} (ALALLO_MAX_STREAMS_PER_ACCOUNT): close one, or follow every "
+                "job with one stream (GET /v1/fine_tuning/stream, or \"*\" on a WebSocket)")
+        self._open[account_id] = held + count
+
+    def close(self, account_id: str, count: int = 1) -> None:
+        """Count ``count`` of the account's streams as closed."""
+        held = self._open.get(account_id, 0) - count
+        if held > 0:
+            self._open[account_id] = held
+        else:
+            self._open.pop(account_id, None)
+
+    def held(self, account_id: str) -> int:
+        """Streams the account holds now."""
+        return self._open.get(account_id, 0)

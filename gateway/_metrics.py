@@ -7,6 +7,7 @@ What it shows:
 ``alallo_queue_length``                     gauge      jobs waiting in this process's scheduler
 ``alallo_training_steps_per_second``        gauge      steps per second of all running jobs together
 ``alallo_open_streams{kind}``               gauge      SSE (``job``, ``account``) and ``websocket``
+``alallo_streams_refused_total{kind}``      counter    streams refused: the account held its limit
 ``alallo_actor_restarts_total``             counter    job actors restarted after a crash
 ``alallo_actor_crashes_total``              counter    job actor incarnations that crashed
 ``alallo_actors_given_up_total``            counter    job actors given up (their jobs failed)
@@ -28,6 +29,10 @@ queries, while counting on every change would put the gateway in the job
 actors' path, and a restarted server would start from wrong numbers. Steps
 per second is each running job's pace since its run's first step, summed.
 
+A refused stream (``Settings.max_streams_per_account``, :class:`gateway._limits.StreamLimit`)
+counts under the ``kind`` it asked for, ``subscription`` for a WebSocket's subscription: a
+counter that rises in normal use says the limit is too low for this server's clients.
+
 Each app has its own registry for what it owns (so that two apps in one
 process, as in tests, count apart); the job counters of ``alallo`` and the
 process figures live in prometheus-client's default registry, which is
@@ -44,6 +49,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
+    Counter,
     Gauge,
     generate_latest,
 )
@@ -56,6 +62,7 @@ from starlette.responses import Response
 from alallo import Job, JobStatus, Runtime
 
 from ._auth import runtime_of
+from ._limits import StreamLimit, TooManyStreams
 
 __all__ = ["Metrics", "metrics", "open_stream"]
 
@@ -70,6 +77,9 @@ class Metrics:
         registry: What ``/metrics`` exposes, before the default registry.
         open_streams: Streams open now, by ``kind``: ``job`` (one job's SSE),
             ``account`` (the account's SSE), ``websocket``.
+        refused_streams: Streams refused because the account held its limit, by ``kind``
+            (those of ``open_streams``, and ``subscription``: one a WebSocket asked for).
+        streams: The streams each account holds, and its limit (:class:`StreamLimit`).
         jobs: Jobs by ``status`` (set on each scrape by :meth:`refresh`).
         queue_length: Jobs waiting in this process's scheduler (set on each scrape).
         steps_per_second: Steps per second of every running job together (set on each scrape).
@@ -79,8 +89,15 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.open_streams = Gauge("alallo_open_streams", "Streams open now, by kind.",
                                   ["kind"], registry=self.registry)
+        self.refused_streams = Counter(
+            "alallo_streams_refused", "Streams refused because the account held as many as "
+            "it may (ALALLO_MAX_STREAMS_PER_ACCOUNT, ALALLO_MAX_SUBSCRIPTIONS_PER_WEBSOCKET), "
+            "by kind.", ["kind"], registry=self.registry)
         for kind in ("job", "account", "websocket"):
             self.open_streams.labels(kind)
+            self.refused_streams.labels(kind)
+        self.refused_streams.labels("subscription")
+        self.streams = StreamLimit(runtime.settings.max_streams_per_account)
         self.jobs = Gauge("alallo_jobs", "Jobs of every account, by status, in the whole "
                           "cluster (every server on this database).", ["status"],
                           registry=self.registry)
@@ -136,14 +153,26 @@ class _ActorCollector(Collector):
 
 
 @contextmanager
-def open_stream(app: Starlette, kind: str) -> Iterator[None]:
-    """Count a stream of ``kind`` as open for the duration of the block."""
-    gauge = app.state.metrics.open_streams.labels(kind)
+def open_stream(app: Starlette, kind: str, account_id: str) -> Iterator[None]:
+    """Hold one of the account's streams (kind ``kind``) for the duration of the block.
+
+    Raises:
+        TooManyStreams: the account holds as many as it may (``Settings.max_streams_per_account``);
+            nothing is counted but the refusal.
+    """
+    state: Metrics = app.state.metrics
+    try:
+        state.streams.open(account_id)
+    except TooManyStreams:
+        state.refused_streams.labels(kind).inc()
+        raise
+    gauge = state.open_streams.labels(kind)
     gauge.inc()
     try:
         yield
     finally:
         gauge.dec()
+        state.streams.close(account_id)
 
 
 async def metrics(request: Request) -> Response:

@@ -7,6 +7,15 @@ whose 2020-12 dialect is OpenAPI 3.1's): the request body of a job is
 clients return. What is not a model (paths, parameters, statuses)
 is the table :data:`OPERATIONS`, one row per route of :data:`gateway.app.ROUTES`;
 a test checks that the two agree.
+
+The document says exactly what the server takes and answers: schemathesis, with every
+check, finds nothing off it (``tests/gateway/test_openapi.py``; ``schemathesis.toml`` lists
+the refusals no schema can state, such as a training file that does not exist). So each
+query parameter carries its bounds, and ``allowEmptyValue`` where an empty value means
+"not given"; the limits that are the server's settings (``inference_max_tokens``,
+``max_steps_limit``) are written in from them (:func:`openapi_document`); and an event
+stream's ``schema`` is that of one event, as the SSE parsers of OpenAPI tools read it
+before OpenAPI 3.2 (:mod:`gateway._openapi_events`).
 """
 
 from __future__ import annotations
@@ -19,10 +28,28 @@ from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from alallo import JobSpec, api
+from alallo import JobSpec, Settings, api
 from alallo.runtime import ChatRequest, TextRequest
 
-__all__ = ["OPERATIONS", "Operation", "openapi_document", "openapi_json"]
+from ._files import MAX_FILES_PAGE
+from ._jobs import MAX_PAGE
+from ._openapi_events import EVENT_SHAPES, event_schema
+from ._sessions import SESSION_COOKIE
+from ._sse import MAX_RESUME_POINT
+
+__all__ = ["OPERATIONS", "Operation", "Param", "openapi_document", "openapi_json"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query or header parameter: its JSON Schema and what it means."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+    where: Literal["query", "header"] = "query"
+    empty: bool = False
+    """An empty value (``?limit=``) is taken as none given (``allowEmptyValue``)."""
 
 
 @dataclass(frozen=True)
@@ -36,108 +63,181 @@ class Operation:
     """A shape of :mod:`alallo.api` (JSON), a media type (``text/event-stream``, ``text/html``...), or None (204)."""
     body: type | str | None = None
     """A pydantic model (JSON body) or ``multipart/form-data``."""
-    query: tuple[tuple[str, str], ...] = ()
-    """``(name, JSON type)`` of the query parameters."""
+    params: tuple[Param, ...] = ()
     errors: tuple[int, ...] = (401, 404, 422)
     auth: bool = True
     extra: dict[int, str] = field(default_factory=dict)
     """Other success statuses and what they mean (e.g. 204 on a finished stream)."""
     streams: bool = False
     """The answer may also be ``text/event-stream`` (the body's ``stream: true``)."""
+    events: str | None = None
+    """The events of a ``text/event-stream`` answer: a key of :data:`EVENT_SHAPES`."""
 
 
-_PAGE = (("limit", "integer"), ("after", "string"))
-_RESUME = (("lastEventID", "integer"), ("after", "integer"), ("access_token", "string"))
+def _integer(low: int, high: int, default: int | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+    return schema if default is None else {**schema, "default": default}
+
+
+def _limit(high: int, default: int) -> Param:
+    return Param("limit", _integer(1, high, default),
+                 f"Items per page, 1 to {high}; {default} if not given.", empty=True)
+
+
+def _after_id(what: str, refusal: str) -> Param:
+    return Param("after", {"type": "string"},
+                 f"The last {what} id of the previous page; {refusal}.", empty=True)
+
+
+def _after_number(what: str) -> Param:
+    return Param("after", _integer(0, 2**62, 0),
+                 f"Only what comes after this {what}; 0 if not given.", empty=True)
+
+
+def _decimals_up_to(top: int) -> str:
+    """A pattern of the decimals from 0 to ``top`` as the server writes them (no sign, no
+    leading zero): a header's schema is a string's, and its bound can only be a pattern."""
+    text, branches = str(top), ["0"]
+    if len(text) > 1:
+        branches.append(f"[1-9][0-9]{{0,{len(text) - 2}}}")
+    for i, digit in enumerate(text):
+        low = 1 if i == 0 else 0
+        if int(digit) > low:
+            branches.append(f"{text[:i]}[{low}-{int(digit) - 1}][0-9]{{{len(text) - i - 1}}}")
+    return "^(" + "|".join([*branches, text]) + ")$"
+
+
+_RESUME_POINT = _integer(0, MAX_RESUME_POINT - 1)
+_RESUME = (
+    Param("Last-Event-ID", {"type": "string",
+                            "pattern": f"^$|{_decimals_up_to(MAX_RESUME_POINT - 1)}"},
+          "Where to resume: the id of the last event read (a browser's EventSource sends it "
+          "when it reconnects), below 2**62; wins over the query's. Empty: none.",
+          where="header"),
+    Param("lastEventID", _RESUME_POINT, "Where to resume on a first connection (Mercure's "
+          "name); wins over after.", empty=True),
+    Param("after", _RESUME_POINT, "Where to resume on a first connection.", empty=True),
+)
+_EVENTS_AFTER = Param(
+    "after", {"anyOf": [_integer(0, 2**62, 0),
+                        {"type": "string", "pattern": "^ft-[0-9a-f]+-event-[0-9]+$"}]},
+    "Events after this seq, or after this event id (``<job id>-event-<seq>``, as the "
+    "openai package pages); 0 if not given.", empty=True)
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=()),
+    Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=(422,)),
     Operation("get", "/jobs/{job_id}", "The dashboard (a job's page)", "text/html",
-              auth=False, errors=(),
+              auth=False, errors=(422,),
               extra={404: "No such job in the caller's account (another account's included): "
                           "the page says 'Job not found'."}),
     Operation("get", "/signin/{token}", "Sign in to the dashboard with a one-time link",
-              "text/html", auth=False, errors=(401,),
+              "text/html", auth=False, errors=(401, 422),
               extra={303: "Signed in: the session cookie is set; go to the Jobs tab."}),
     Operation("post", "/signout", "Sign out of the dashboard: end the cookie's session",
-              "text/html", auth=False, errors=(),
+              "text/html", auth=False, errors=(422,),
               extra={303: "Signed out: the session has ended and its cookie is cleared."}),
     Operation("post", "/v1/dashboard/links", "A one-time sign-in link for the dashboard",
-              api.DashboardLink, errors=(401,)),
-    Operation("get", "/healthz", "Health", api.Health, auth=False, errors=()),
-    Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=()),
+              api.DashboardLink, errors=(401, 422)),
+    Operation("get", "/healthz", "Health", api.Health, auth=False, errors=(422,)),
+    Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=(422,)),
     Operation("get", "/openapi.json", "This document", "application/json", auth=False,
-              errors=()),
+              errors=(422,)),
     Operation("post", "/v1/files", "Upload a JSONL training file", api.FileObject,
               body="multipart/form-data", errors=(400, 401, 413, 422)),
     Operation("get", "/v1/files", "The account's files, newest first", api.FileList,
-              query=_PAGE, errors=(401, 422)),
-    Operation("get", "/v1/files/{file_id}", "A file", api.FileObject, errors=(401, 404)),
+              params=(_limit(MAX_FILES_PAGE, MAX_FILES_PAGE),
+                      _after_id("file", "one the account has no file of answers 422")),
+              errors=(401, 422)),
+    Operation("get", "/v1/files/{file_id}", "A file", api.FileObject),
     Operation("delete", "/v1/files/{file_id}", "Delete a file", api.FileDeleted,
-              errors=(401, 404, 409)),
-    Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl",
-              errors=(401, 404)),
+              errors=(401, 404, 409, 422)),
+    Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl"),
     Operation("post", "/v1/chat/completions",
               "A fine-tuned or base model's answer to a conversation (OpenAI's shape)",
-              api.ChatCompletion, body=ChatRequest, streams=True,
+              api.ChatCompletion, body=ChatRequest, streams=True, events="chat",
               errors=(400, 401, 403, 404, 413, 422, 503)),
     Operation("post", "/v1/completions", "A fine-tuned or base model's continuation of a prompt",
-              api.TextCompletion, body=TextRequest, streams=True,
+              api.TextCompletion, body=TextRequest, streams=True, events="text",
               errors=(400, 401, 403, 404, 413, 422, 503)),
     Operation("get", "/v1/models", "The model catalogue, then the account's fine-tuned models",
-              api.ModelList, errors=(401,)),
+              api.ModelList, errors=(401, 422)),
     Operation("get", "/v1/models/{model_id}/content",
               "A fine-tuned model as a tar.gz: the adapter, or merged into its base",
-              "application/gzip", query=(("format", "string"),), errors=(401, 404, 422)),
+              "application/gzip",
+              params=(Param("format", {"enum": ["adapter", "merged"], "default": "adapter"},
+                            "adapter: the LoRA adapter's files; merged: the whole model, the "
+                            "adapter merged into its base."),),
+              extra={206: "The part a Range header asked for (RFC 9110)."},
+              errors=(401, 404, 416, 422)),
     Operation("get", "/v1/models/{model_id}", "One of the account's fine-tuned models",
-              api.Model, errors=(401, 404)),
+              api.Model),
     Operation("delete", "/v1/models/{model_id}", "Delete a fine-tuned model's files",
-              api.ModelDeleted, errors=(401, 404)),
+              api.ModelDeleted),
     Operation("get", "/v1/trainers", "The trainers a job may name", api.TrainerList,
-              errors=(401,)),
+              errors=(401, 422)),
+    Operation("get", "/v1/account",
+              "The caller's account: balance, billing limit, what it may spend and has spent",
+              api.Account, errors=(401, 422)),
     Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
-              api.Capacity, errors=(401,)),
+              api.Capacity, errors=(401, 422)),
     Operation("post", "/v1/capacity/nodes/{node}/drain",
               "Drain a node: move its jobs (from their checkpoints), place no more (operator)",
-              api.NodeDrain, errors=(401, 403, 404)),
+              api.NodeDrain, errors=(401, 403, 404, 422)),
     Operation("post", "/v1/capacity/nodes/{node}/undrain", "Place jobs on a node again (operator)",
-              api.NodeDrain, errors=(401, 403, 404)),
+              api.NodeDrain, errors=(401, 403, 404, 422)),
     Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", api.Estimate,
-              body=JobSpec, errors=(400, 401, 413, 422)),
+              body=JobSpec, errors=(400, 401, 403, 413, 422)),
     Operation("post", "/v1/fine_tuning/jobs", "Create a job", api.FineTuningJob, body=JobSpec,
-              errors=(400, 401, 402, 413, 422)),
+              errors=(400, 401, 402, 403, 413, 422)),
     Operation("get", "/v1/fine_tuning/jobs", "The account's jobs, newest first", api.JobList,
-              query=_PAGE, errors=(401, 422)),
+              params=(_limit(MAX_PAGE, 20),
+                      _after_id("job", "from the first job if the account has no such job")),
+              errors=(401, 422)),
     Operation("get", "/v1/fine_tuning/stream", "Every job of the account, live (SSE)",
-              "text/event-stream", query=_RESUME, errors=(401, 422)),
-    Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", api.FineTuningJob,
-              errors=(401, 404)),
+              "text/event-stream", params=_RESUME, events="account", errors=(401, 422, 429)),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", api.FineTuningJob),
     Operation("post", "/v1/fine_tuning/jobs/{job_id}/cancel", "Cancel a job", api.FineTuningJob,
-              errors=(401, 404, 409)),
+              errors=(401, 404, 409, 422)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/events", "A job's events, oldest first",
-              api.JobEventList, query=_PAGE),
+              api.JobEventList, params=(_limit(MAX_PAGE, 100), _EVENTS_AFTER)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/checkpoints",
-              "A job's saved checkpoints, newest first", api.CheckpointList, query=_PAGE),
+              "A job's saved checkpoints, newest first", api.CheckpointList,
+              params=(_limit(MAX_PAGE, 10),
+                      _after_id("checkpoint", "another string answers 422"))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", api.LogPage,
-              query=(("after", "integer"), ("limit", "integer"), ("attempt", "integer"))),
+              params=(_after_number("line's n"), _limit(10_000, 1000),
+                      Param("attempt", _integer(0, 10_000, 0),
+                            "The attempt whose lines to read; 0 (or not given): the current "
+                            "one.", empty=True))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/metrics",
               "A job's metrics series, one row per step past after (a step)", api.MetricsList,
-              query=(("after", "integer"), ("limit", "integer"))),
+              params=(_after_number("step"), _limit(10_000, 1000))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/stream", "A job, live (SSE)",
-              "text/event-stream", query=_RESUME,
+              "text/event-stream", params=_RESUME, events="job", errors=(401, 404, 422, 429),
               extra={204: "The job is finished and everything up to Last-Event-ID was sent."}),
 )
-"""Every HTTP route (the WebSocket ``/v1/ws`` is outside OpenAPI; see docs/api.md)."""
+"""Every HTTP route (the WebSocket ``/v1/ws`` is outside OpenAPI; see docs/api.md).
+
+Every route may answer 422 to a query parameter given twice (:mod:`gateway._query`), and
+every one that reads the database 503 when it cannot (``store_unavailable``)."""
+
+_REQUEST_BODIES = (JobSpec, ChatRequest, TextRequest)
 
 
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the API."""
+def openapi_document(settings: Settings | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the API; with ``settings``, the limits that are the
+    server's (``inference_max_tokens``, ``max_steps_limit``) written in."""
     shapes = {op.answer for op in OPERATIONS if isinstance(op.answer, type)}
     shapes |= {op.body for op in OPERATIONS if isinstance(op.body, type)}
-    shapes.add(api.ErrorBody)
+    shapes |= {shape for kinds in EVENT_SHAPES.values() for shape in kinds.values()}
+    shapes |= {api.ErrorBody, api.StreamError}
     refs, defs = TypeAdapter.json_schemas(
         [(shape, _mode(shape), TypeAdapter(shape))
          for shape in sorted(shapes, key=lambda shape: shape.__name__)],
         ref_template="#/components/schemas/{model}")
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    if settings is not None:
+        _server_limits(schemas, settings)
 
     def ref(shape: type) -> dict[str, Any]:
         return refs[(shape, _mode(shape))]
@@ -151,36 +251,63 @@ def openapi_document() -> dict[str, Any]:
                  "description": "Fine-tuning jobs, watched live. See docs/api.md."},
         "paths": paths,
         "components": {
-            "schemas": dict(defs.get("$defs", {})),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "access_token": {"type": "apiKey", "in": "query", "name": "access_token",
+                                 "description": "The API key, for an EventSource or a "
+                                                "WebSocket, which cannot set headers."},
+                "session": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE,
+                            "description": "The dashboard's session (see /signin)."},
+            },
         },
     }
 
 
+def _server_limits(schemas: dict[str, Any], settings: Settings) -> None:
+    """Bounds that are this server's settings: a completion's tokens, a job's steps."""
+    for name in ("ChatRequest", "TextRequest"):
+        for key in ("max_tokens", "max_completion_tokens"):
+            if key in schemas[name]["properties"]:
+                schemas[name]["properties"][key]["anyOf"][0]["maximum"] = \
+                    settings.inference_max_tokens
+    schemas["Hyperparameters"]["properties"]["max_steps"]["anyOf"][0]["maximum"] = \
+        settings.max_steps_limit
+
+
 def _mode(shape: type) -> Literal["validation", "serialization"]:
     """A request body is described as pydantic validates it; an answer as it is sent."""
-    return "validation" if shape in (JobSpec, ChatRequest, TextRequest) else "serialization"
+    return "validation" if shape in _REQUEST_BODIES else "serialization"
+
+
+def _content(op: Operation, ref: Any) -> dict[str, Any]:
+    if op.events is not None:
+        events = {"schema": event_schema(op.events, ref)}
+        if not isinstance(op.answer, type):
+            return {"text/event-stream": events}
+        return {"application/json": {"schema": ref(op.answer)}, "text/event-stream": events}
+    if isinstance(op.answer, type):
+        return {"application/json": {"schema": ref(op.answer)}}
+    if op.answer == "application/json":  # this document
+        return {"application/json": {"schema": {"type": "object"}}}
+    return {str(op.answer): {"schema": {"type": "string"}}}
 
 
 def _operation(op: Operation, ref: Any) -> dict[str, Any]:
-    responses: dict[str, Any] = {}
-    if isinstance(op.answer, type):
-        content = {"application/json": {"schema": ref(op.answer)}}
-        if op.streams:
-            content["text/event-stream"] = {"schema": {"type": "string"}}
-    else:
-        content = {str(op.answer): {"schema": {"type": "string"}}}
-    responses["200"] = {"description": "OK", "content": content}
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": _content(op, ref)}}
     for status, text in op.extra.items():
         responses[str(status)] = {"description": text}
-    for status in op.errors:
+    errors = (*op.errors, 503) if op.auth else op.errors
+    for status in sorted(set(errors)):
         responses[str(status)] = {"description": "Error",
                                   "content": {"application/json":
                                               {"schema": ref(api.ErrorBody)}}}
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in re.findall(r"{(\w+)}", op.path)]
-    parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": kind}}
-                   for name, kind in op.query]
+    for param in op.params:
+        parameters.append({"name": param.name, "in": param.where, "required": False,
+                           "description": param.description, "schema": param.schema,
+                           **({"allowEmptyValue": True} if param.empty else {})})
     operation: dict[str, Any] = {
         "summary": op.summary,
         "operationId": f"{op.method}_{op.path}".strip("/").replace("/", "_")
@@ -189,7 +316,7 @@ def _operation(op: Operation, ref: Any) -> dict[str, Any]:
         "responses": responses,
     }
     if op.auth:
-        operation["security"] = [{"bearer": []}]
+        operation["security"] = [{"bearer": []}, {"access_token": []}, {"session": []}]
     if isinstance(op.body, type):
         operation["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": ref(op.body)}}}
@@ -202,8 +329,10 @@ def _operation(op: Operation, ref: Any) -> dict[str, Any]:
 
 
 async def openapi_json(request: Request) -> JSONResponse:
-    """``GET /openapi.json``: the document of :func:`openapi_document`."""
+    """``GET /openapi.json``: the document of :func:`openapi_document`, with the server's
+    limits."""
     document = getattr(request.app.state, "openapi", None)
     if document is None:
-        document = request.app.state.openapi = openapi_document()
+        document = request.app.state.openapi = openapi_document(
+            request.app.state.runtime.settings)
     return JSONResponse(document)

@@ -18,7 +18,8 @@ stream starts with every job of the account. It never ends by itself.
 Both resume from the ``Last-Event-ID`` header (browsers send it on
 reconnect) or, for the first connection, the ``lastEventID`` (Mercure's
 name) or ``after`` query parameter, the header winning. The answer carries
-a ``Last-Event-ID`` response header with the point it resumed from.
+a ``Last-Event-ID`` response header with the point it resumed from. A resume point
+must lie in ``[0, 2**62)`` (:data:`MAX_RESUME_POINT`; 422 otherwise), as on the WebSocket.
 Keep-alive comments go out every 15 s so that proxies keep idle streams
 open; ``X-Accel-Buffering: no`` tells nginx not to buffer them.
 
@@ -34,11 +35,17 @@ bounded buffer and never waits for one; the stream's task waits alone; and
 the kernel drops the connection once its data stays unsent for
 :data:`gateway.server.STALLED_CLIENT_TIMEOUT_S` (``TCP_USER_TIMEOUT``); on
 shutdown, :mod:`gateway._connections` cuts it at the graceful deadline.
+
+Each stream is one of the account's open streams while it is open
+(``Settings.max_streams_per_account``, :func:`gateway._metrics.open_stream`): one more
+answers 429 ``too_many_streams`` before anything is sent. A browser's ``EventSource``
+takes that answer as final and does not reconnect by itself.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
@@ -52,30 +59,46 @@ from ._auth import account_of, runtime_of
 from ._event_stream import KEEPALIVE_S, RETRY_MS, EventStreamResponse
 from ._metrics import open_stream
 
-__all__ = ["KEEPALIVE_S", "RETRY_MS", "account_stream", "job_stream", "resume_point"]
+__all__ = ["KEEPALIVE_S", "MAX_RESUME_POINT", "RETRY_MS", "account_stream", "job_stream",
+           "resume_point"]
+
+_SEQUENCE_NUMBER = re.compile(r"-?[0-9]+")
+_EVENT_ID = re.compile(r"0|[1-9][0-9]*")
+"""``Last-Event-ID`` echoes an ``id:`` the server sent: written as the server writes it."""
+MAX_RESUME_POINT = 2**62
+"""Resume points (``Last-Event-ID``, ``after``) lie below this: far past any sequence number,
+and well inside the 64-bit integers the store compares them with."""
+
 
 def resume_point(request: Request) -> int:
     """Where a stream resumes: ``Last-Event-ID``, else ``lastEventID`` or ``after``; 0 if none.
 
+    Each one given is checked, so that none is ignored unread. An empty value counts as none
+    (``?after=``; an ``EventSource`` that saw no id sends no header). Otherwise a query's
+    value is ASCII digits (``int()`` would also take ``" 7"``, ``"+7"``, ``"1_0"``), and the
+    header's a decimal as the server writes ids (no sign, no leading zero), as
+    ``/openapi.json`` says.
+
     Raises:
-        InvalidRequest: not a non-negative integer (422, ``param`` names the source).
+        InvalidRequest: not a non-negative integer below :data:`MAX_RESUME_POINT` (422,
+            ``param`` names the source).
     """
-    for raw, name in (
+    given = [_sequence_number(raw, name) for raw, name in (
         (request.headers.get("last-event-id"), "Last-Event-ID"),
         (request.query_params.get("lastEventID"), "lastEventID"),
         (request.query_params.get("after"), "after"),
-    ):
-        if raw is not None and raw.strip() != "":
-            try:
-                value = int(raw)
-            except ValueError as exc:
-                raise InvalidRequest(f"{name} must be a sequence number, got {raw!r}",
-                                     param=name) from exc
-            if not 0 <= value < 2**62:
-                raise InvalidRequest(f"{name} must be between 0 and 2**62, got {value}",
-                                     param=name)
-            return value
-    return 0
+    ) if raw is not None and raw != ""]  # each is checked, the first wins
+    return given[0] if given else 0
+
+
+def _sequence_number(raw: str, name: str) -> int:
+    form = _EVENT_ID if name == "Last-Event-ID" else _SEQUENCE_NUMBER
+    if form.fullmatch(raw) is None or len(raw) > 40:
+        raise InvalidRequest(f"{name} must be a sequence number, got {raw[:40]!r}", param=name)
+    value = int(raw)
+    if not 0 <= value < MAX_RESUME_POINT:
+        raise InvalidRequest(f"{name} must be between 0 and 2**62, got {value}", param=name)
+    return value
 
 
 def _frame(kind: str, data: Any) -> bytes:
@@ -126,7 +149,7 @@ async def job_stream(request: Request) -> Response:
         yield _frame("done", {"id": job_id, "status": last.get("status"),
                                     "seq": last.get("seq")})
 
-    return event_stream(request, chunks, after=after, kind="job")
+    return event_stream(request, chunks, after=after, kind="job", account_id=account)
 
 
 async def account_stream(request: Request) -> Response:
@@ -141,14 +164,17 @@ async def account_stream(request: Request) -> Response:
             yield _chunk([item], first=first)
             first = False
 
-    return event_stream(request, chunks, after=after, kind="account")
+    return event_stream(request, chunks, after=after, kind="account", account_id=account)
 
 
 def event_stream(request: Request, source: Callable[[], AsyncGenerator[bytes, None]],
-                 *, after: int, kind: str) -> EventStreamResponse:
+                 *, after: int, kind: str, account_id: str) -> EventStreamResponse:
     """An SSE response of ``source()`` (chunks of encoded frames) that ends early, with
-    ``event: shutdown``, when the app stops (``app.state.stopping``); counted in the
-    ``alallo_open_streams`` gauge under ``kind`` while it is open."""
+    ``event: shutdown``, when the app stops (``app.state.stopping``); while it is open, one
+    of the account's streams, counted in the ``alallo_open_streams`` gauge under ``kind``.
+
+    The response answers 429 (:class:`gateway._limits.TooManyStreams`) instead when the
+    account holds as many streams as it may."""
     return EventStreamResponse(source, stopping=request.app.state.stopping,
                                headers={"Last-Event-ID": str(after)},
-                               while_open=lambda: open_stream(request.app, kind))
+                               while_open=lambda: open_stream(request.app, kind, account_id))

@@ -20,8 +20,18 @@ Besides the items, one frame per situation:
   a job that does not exist (the other subscriptions go on), or a message
   that is not a valid subscription (then the server closes with 4422; a
   message nested deeper than :data:`alallo._json.MAX_JSON_DEPTH` gets code
-  ``invalid_json`` and the close carries the message as its reason).
-  A missing or wrong key closes with 4401 after such a frame.
+  ``invalid_json`` and the close carries the message as its reason; an
+  ``after`` outside ``[0, 2**62)`` is refused as SSE refuses it, ``param``
+  ``after.<key>``). A missing or wrong key closes with 4401 after such a frame.
+- Limits (``Settings``): a socket follows at most ``max_subscriptions_per_websocket``
+  subscriptions at once (a job's ends with its ``done``), and the socket and each
+  subscription are streams of the account (``max_streams_per_account``, with its SSE
+  streams). A ``subscribe`` message past either is refused whole with an error frame
+  (code ``too_many_streams``, ``param`` ``subscribe``), and the socket goes on with what
+  it follows; a socket the account has no room for gets that frame, then close 4429
+  with the reason. So one socket holds a bounded number of tasks and buffers, and when it
+  closes they all go (each subscription's task, bus subscription and account slot end
+  with the socket's nursery).
 - ``{"stream": "shutdown", "seq": null, "data": {}}`` then close 1001 when
   the server stops.
 
@@ -33,20 +43,23 @@ holds up only its own tasks, as for SSE.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import trio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from alallo import AlalloError, NotFound, Unauthorized
-from alallo._json import NestingTooDeep, loads
+from alallo._json import NestingTooDeep, loads_request
 from alallo.runtime import Item
 
 from ._auth import account_of, runtime_of
-from ._metrics import open_stream
+from ._limits import TooManyStreams
+from ._metrics import Metrics, open_stream
+from ._sse import MAX_RESUME_POINT
 
 __all__ = ["Subscribe", "websocket_stream"]
 
@@ -54,15 +67,24 @@ OUTGOING_BUFFER = 16
 """Frames queued for a client before the streams feeding it wait (and lag)."""
 
 
-class Subscribe(BaseModel):
-    """A client's subscription message."""
+def _resume_point(value: int) -> int:
+    if not 0 <= value < MAX_RESUME_POINT:
+        raise ValueError(f"must be between 0 and 2**62, got {value}")
+    return value
 
-    model_config = ConfigDict(extra="forbid")
+
+class Subscribe(BaseModel):
+    """A client's subscription message (strict, as every request body: no number from a
+    boolean or a string)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     subscribe: list[str] | Literal["*"] = Field(min_length=1)
     """Job ids to follow, or ``"*"`` for every job of the account."""
-    after: dict[str, int] = Field(default_factory=dict)
-    """Where to resume, per job id (a ``seq``) and for ``"*"`` (a feed position)."""
+    after: dict[str, Annotated[StrictInt, AfterValidator(_resume_point)]] = Field(
+        default_factory=dict)
+    """Where to resume, per job id (a ``seq``) and for ``"*"`` (a feed position): an integer
+    in ``[0, 2**62)``, as SSE's ``Last-Event-ID``."""
 
 
 def _frame(stream: str, seq: int | None, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,6 +112,20 @@ def _error(exc: AlalloError, job_id: str | None = None) -> dict[str, Any]:
     return _frame("error", None, {"error": error, "job_id": job_id})
 
 
+def _invalid(exc: ValidationError | ValueError) -> dict[str, Any]:
+    """The error frame of a message that is no valid subscription: ``param`` the field
+    pydantic names (``after.ft-…``), ``subscribe`` for a message that is no JSON object."""
+    param, reason = "subscribe", str(exc)
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or param
+        reason = f"{param}: {str(first['msg']).removeprefix('Value error, ')}"
+    message = (f"expected {{\"subscribe\": [job ids] | \"*\", \"after\": {{id: seq}}}}: "
+               f"{reason}")
+    return _frame("error", None, {"error": {"code": "invalid_request", "param": param,
+                                            "message": message}, "job_id": None})
+
+
 async def websocket_stream(websocket: WebSocket) -> None:
     """Serve one WebSocket client until it leaves, its jobs end, or the server stops."""
     await websocket.accept()
@@ -99,12 +135,46 @@ async def websocket_stream(websocket: WebSocket) -> None:
         await websocket.send_json(_error(exc))
         await websocket.close(code=4401)
         return
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(open_stream(websocket.app, "websocket", account))
+        except TooManyStreams as exc:
+            await websocket.send_json(_error(exc))
+            await websocket.close(code=4429, reason="too many streams open for this account")
+            return
+        await _serve(websocket, account)
+
+
+async def _serve(websocket: WebSocket, account: str) -> None:
+    """Follow what the client subscribes to, until it leaves, its jobs end, or the server
+    stops; the socket is already one of the account's streams."""
     runtime = runtime_of(websocket)
     stopping: trio.Event = websocket.app.state.stopping
+    metrics: Metrics = websocket.app.state.metrics
+    most = runtime.settings.max_subscriptions_per_websocket
     # Items go out as text encoded once per item; the other frames as dicts.
     send_out, receive_out = trio.open_memory_channel[str | dict[str, Any]](OUTGOING_BUFFER)
     live = 0  # job subscriptions not yet done
     everything = False  # subscribed to "*"
+
+    def room_for(count: int) -> TooManyStreams | None:
+        """Hold ``count`` more subscriptions (each one of the account's streams), or say
+        why not; each follower gives its own back when it ends."""
+        following = live + everything
+        if following + count > most:
+            refused = TooManyStreams(
+                f"this WebSocket follows {following} subscriptions and the message asks for "
+                f"{count} more; the limit is {most} (ALALLO_MAX_SUBSCRIPTIONS_PER_WEBSOCKET): "
+                "a job's subscription ends with its done frame; follow every job with \"*\", "
+                "or open another WebSocket", param="subscribe")
+        else:
+            try:
+                metrics.streams.open(account, count)
+                return None
+            except TooManyStreams as exc:
+                refused = TooManyStreams(exc.message, param="subscribe")
+        metrics.refused_streams.labels("subscription").inc(count)
+        return refused
 
     async def follow_job(job_id: str, after: int) -> None:
         nonlocal live
@@ -121,19 +191,24 @@ async def websocket_stream(websocket: WebSocket) -> None:
             await send_out.send(_frame("done", last["seq"], last))
         except NotFound as exc:
             await send_out.send(_error(exc, job_id))
-        live -= 1
+        finally:
+            live -= 1
+            metrics.streams.close(account)
         if live == 0 and not everything:
             await send_out.send(_frame("close", None, {}))
 
     async def follow_account(after: int) -> None:
-        async for item in runtime.stream_jobs(account, after=after):
-            await send_out.send(_text("*", item))
+        try:
+            async for item in runtime.stream_jobs(account, after=after):
+                await send_out.send(_text("*", item))
+        finally:
+            metrics.streams.close(account)
 
     async def read(nursery: trio.Nursery) -> None:
         nonlocal live, everything
         while True:
             try:
-                message = Subscribe.model_validate(loads(await websocket.receive_text()))
+                message = Subscribe.model_validate(loads_request(await websocket.receive_text()))
             except WebSocketDisconnect:
                 nursery.cancel_scope.cancel()
                 return
@@ -145,20 +220,24 @@ async def websocket_stream(websocket: WebSocket) -> None:
                 await send_out.send(_frame("close", None, {"code": 4422, "reason": reason}))
                 return
             except (ValidationError, ValueError) as exc:
-                await send_out.send(_frame("error", None, {"error": {
-                    "code": "invalid_request", "param": "subscribe",
-                    "message": f"expected {{\"subscribe\": [job ids] | \"*\", \"after\": "
-                               f"{{id: seq}}}}: {exc}"}, "job_id": None}))
+                await send_out.send(_invalid(exc))
                 await send_out.send(_frame("close", None, {"code": 4422}))
                 return
             if message.subscribe == "*":
                 if not everything:
+                    if (refused := room_for(1)) is not None:
+                        await send_out.send(_error(refused))
+                        continue
                     everything = True
-                    nursery.start_soon(follow_account, max(message.after.get("*", 0), 0))
+                    nursery.start_soon(follow_account, message.after.get("*", 0))
                 continue
-            for job_id in dict.fromkeys(message.subscribe):
+            job_ids = list(dict.fromkeys(message.subscribe))
+            if (refused := room_for(len(job_ids))) is not None:
+                await send_out.send(_error(refused))
+                continue
+            for job_id in job_ids:
                 live += 1
-                nursery.start_soon(follow_job, job_id, max(message.after.get(job_id, 0), 0))
+                nursery.start_soon(follow_job, job_id, message.after.get(job_id, 0))
 
     async def write(nursery: trio.Nursery) -> None:
         async for frame in receive_out:
@@ -180,8 +259,7 @@ async def websocket_stream(websocket: WebSocket) -> None:
             return
         nursery.cancel_scope.cancel()
 
-    with open_stream(websocket.app, "websocket"):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read, nursery)
-            nursery.start_soon(write, nursery)
-            nursery.start_soon(farewell, nursery)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read, nursery)
+        nursery.start_soon(write, nursery)
+        nursery.start_soon(farewell, nursery)

@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from alallo import Runtime
 
-from . import _completions, _files, _jobs, _models
+from . import _account, _completions, _files, _jobs, _models
 from ._cors import CORS
 from ._errors import EXCEPTION_HANDLERS
 from ._job_json import JobJson
@@ -21,6 +21,7 @@ from ._limits import MAX_JSON_BODY_BYTES, MULTIPART_OVERHEAD_BYTES, BodyLimit
 from ._metrics import Metrics, metrics
 from ._openapi import openapi_json
 from ._pages import STATIC, dashboard, job_page
+from ._query import QueryOnce
 from ._request_log import RequestLog
 from ._sessions import Sessions
 from ._signin import SignIn, create_link, sign_in, sign_out
@@ -62,6 +63,7 @@ ROUTES = [
     Route("/v1/models/{model_id}", _models.get_model, methods=["GET"]),
     Route("/v1/models/{model_id}", _models.delete_model, methods=["DELETE"]),
     Route("/v1/trainers", _jobs.list_trainers, methods=["GET"]),
+    Route("/v1/account", _account.get_account, methods=["GET"]),
     Route("/v1/capacity", _jobs.capacity, methods=["GET"]),
     Route("/v1/capacity/nodes/{node}/drain", _jobs.drain_node, methods=["POST"]),
     Route("/v1/capacity/nodes/{node}/undrain", _jobs.undrain_node, methods=["POST"]),
@@ -107,7 +109,9 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
 
     ``app.state.stopping`` is a :class:`trio.Event`: set it to make open
     streams say goodbye and end (:func:`gateway.serve` sets it on shutdown).
-    Request bodies over their limit answer 413 (:mod:`gateway._limits`); each request
+    Request bodies over their limit answer 413 (:mod:`gateway._limits`), a repeated query
+    parameter 422 (:mod:`gateway._query`), a method a path does not take 405 with ``Allow``
+    (:func:`gateway._errors.allowed_methods`); each request
     gets an ``X-Request-ID`` and an access-log line (:mod:`gateway._request_log`).
     Pages on the origins of ``Settings.cors_origins`` may call it (:func:`cors`).
     ``sign_in`` holds the dashboard's one-time links (a fresh one if None);
@@ -122,7 +126,8 @@ def build_app(runtime: Runtime, *, sign_in: SignIn | None = None) -> Starlette:
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=[Middleware(RequestLog),
                                 cors(runtime.settings.cors_origins),
-                                Middleware(BodyLimit, limit_for=body_limit)])
+                                Middleware(BodyLimit, limit_for=body_limit),
+                                Middleware(QueryOnce)])
     app.state.runtime = runtime
     app.state.stopping = trio.Event()
     app.state.metrics = Metrics(runtime)

@@ -7,12 +7,15 @@ ending in ``data: [DONE]`` (docs/api.md).
 """
 
 # No ``from __future__ import annotations``: see :mod:`alallo.api._shapes`.
-from typing import Literal
+from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-__all__ = ["AssistantMessage", "ChatChoice", "ChatCompletion", "TextChoice", "TextCompletion",
-           "Usage"]
+from ._shapes import document
+
+__all__ = ["AssistantMessage", "ChatChoice", "ChatChunkChoice", "ChatCompletion",
+           "ChatCompletionChunk", "ChunkDelta", "StreamError", "StreamErrorDetail",
+           "TextChoice", "TextChunkChoice", "TextCompletion", "TextCompletionChunk", "Usage"]
 
 
 class Usage(TypedDict):
@@ -72,3 +75,74 @@ class TextCompletion(TypedDict):
     model: str
     choices: list[TextChoice]
     usage: Usage
+
+
+class ChunkDelta(TypedDict):
+    """What a chunk adds to the answer: the role (first chunk), then pieces of the text."""
+
+    role: NotRequired[Literal["assistant"]]
+    content: NotRequired[str]
+
+
+class ChatChunkChoice(TypedDict):
+    """The one choice of a ``chat.completion.chunk``."""
+
+    index: int
+    delta: ChunkDelta
+    finish_reason: Literal["stop", "length"] | None
+    """None until the last chunk of the text."""
+    logprobs: None
+
+
+class ChatCompletionChunk(TypedDict):
+    """One ``data:`` item of a streamed chat completion (OpenAI's)."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    """One choice; none in the ``usage`` chunk."""
+    usage: NotRequired[Usage]
+    """Only in the chunk after the last choice, with ``stream_options.include_usage``."""
+
+
+class TextChunkChoice(TypedDict):
+    """The one choice of a streamed ``text_completion`` piece."""
+
+    index: int
+    text: str
+    finish_reason: Literal["stop", "length"] | None
+    logprobs: None
+
+
+class TextCompletionChunk(TypedDict):
+    """One ``data:`` item of a streamed text completion (OpenAI's)."""
+
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[TextChunkChoice]
+    usage: NotRequired[Usage]
+    """As in :class:`ChatCompletionChunk`."""
+
+
+class StreamErrorDetail(TypedDict):
+    """Why a stream ended part way, in OpenAI's words (``type`` is alallo's ``code``)."""
+
+    message: str
+    type: str
+    param: str | None
+    code: str
+
+
+class StreamError(TypedDict):
+    """The last ``data:`` item of a completion stream that failed part way (then no
+    ``[DONE]``)."""
+
+    error: StreamErrorDetail
+
+
+document(*(value for value in list(globals().values())
+           if isinstance(value, type) and value.__module__ == __name__))

@@ -2,7 +2,7 @@
 checkpoints and log lines (API.md, Jobs), as TypedDicts; see :mod:`alallo.api._shapes`."""
 
 # No ``from __future__ import annotations`` (PEP 655; see ``_shapes``).
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -19,9 +19,11 @@ __all__ = [
     "JobStatusName",
     "LatestCheckpoint",
     "LogPage",
+    "MetricsReport",
     "Price",
     "PriceRange",
     "Progress",
+    "StreamDone",
     "TrainingLogLine",
 ]
 
@@ -92,7 +94,7 @@ class FineTuningJob(TypedDict):
     adapter: Literal["lora", "full"]
     """``lora`` (an adapter on the frozen model) or ``full`` (every weight)."""
     precision: Literal["16-bit", "4-bit"]
-    """The weights' precision while training (``4-bit``: QLoRA, on a GPU)."""
+    """The weights' precision while training (``4-bit``: QLoRA, on a GPU or the CPU)."""
     goal: Literal["lowest_cost", "fastest_finish"]
     """What the plan was chosen for: the lowest price or the earliest finish."""
     trainer: str
@@ -232,6 +234,27 @@ class JobMetrics(TypedDict):
     reward_margin: float | None
 
 
+class MetricsReport(TypedDict):
+    """What one report of the trainer brought (a ``metrics`` stream item): ``step``,
+    ``epoch`` and the figures it measured; the others are left out (the series,
+    :class:`JobMetrics`, merges the reports of a step)."""
+
+    object: Literal["fine_tuning.job.metrics"]
+    step: int
+    epoch: float | None
+    train_loss: NotRequired[float | None]
+    train_mean_token_accuracy: NotRequired[float | None]
+    learning_rate: NotRequired[float | None]
+    grad_norm: NotRequired[float | None]
+    tokens_per_s: NotRequired[float | None]
+    valid_loss: NotRequired[float | None]
+    valid_mean_token_accuracy: NotRequired[float | None]
+    full_valid_loss: NotRequired[float | None]
+    full_valid_mean_token_accuracy: NotRequired[float | None]
+    reward_accuracy: NotRequired[float | None]
+    reward_margin: NotRequired[float | None]
+
+
 class MetricsList(TypedDict):
     """A job's metrics series, one row per step in step order (``list_metrics``)."""
 
@@ -285,6 +308,18 @@ class LogPage(TypedDict):
     has_more: bool
 
     lines: list[TrainingLogLine]
+
+
+class StreamDone(TypedDict):
+    """The last item of a job's stream (``event: done``), after its final state."""
+
+    id: str
+    """The job's id."""
+    status: JobStatusName | None
+    """Its final status, as the last ``job`` item of the stream said it (None if the stream
+    sent no ``job`` item)."""
+    seq: int | None
+    """That item's ``seq``."""
 
 
 document(*(value for value in list(globals().values())

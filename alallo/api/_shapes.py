@@ -22,6 +22,8 @@ from typing import Generic, Literal, NotRequired, TypeVar
 from typing_extensions import TypedDict
 
 __all__ = [
+    "Account",
+    "AccountSpend",
     "Capacity",
     "CapacityNode",
     "DashboardLink",
@@ -253,6 +255,9 @@ class Estimate(TypedDict):
     plan: EstimatePlan | None
     allowed_to_proceed: bool
     """Whether the account's balance (and billing limit) covers the high price."""
+    warnings: list[str]
+    """What the job's data would lose, e.g. examples longer than the model's context, cut
+    to it (their lines named); empty when nothing is lost."""
 
 
 class JobError(TypedDict):
@@ -269,6 +274,48 @@ class ErrorBody(TypedDict):
     """Every refusal (HTTP 4xx): ``{"error": {"code", "message", "param"}}``."""
 
     error: JobError
+
+
+# -- the account ----------------------------------------------------------------------
+
+
+class AccountSpend(TypedDict):
+    """What an account has paid to date: every charge and refund of its ledger, its jobs'
+    steps and its charged completions alike (USD, to the nano-dollar), in the words of a
+    job's :class:`Price`."""
+
+    charged: float
+    """What the account pays: ``gross`` less ``refunded`` (the sum of its jobs'
+    ``price.charged`` and of its completions' charges)."""
+    refunded: float
+    """Given back (failed jobs, free cancels), as the jobs' ``REFUND`` events say."""
+    gross: float
+    """Charged before refunds."""
+
+
+class Account(TypedDict):
+    """The caller's account (``GET /v1/account``): who it is, and its money, in ``currency``.
+
+    A job starts only while ``available`` covers the low end of its price estimate; a
+    running job is cancelled when its charges bring ``available`` to zero (docs/cancelling.md).
+    """
+
+    id: str
+    """``acct-…`` (``acct-local`` for the server's own key)."""
+    object: Literal["account"]
+    name: str
+    created_at: int
+    """Unix seconds."""
+    balance: float
+    """The money on the account now: charges take from it as steps complete, refunds give
+    back; below zero once it uses the billing limit."""
+    billing_limit: float
+    """How far below zero the balance may go (set by the operator)."""
+    available: float
+    """``balance`` plus ``billing_limit``: what new charges may still take."""
+    spend: AccountSpend
+    currency: str
+    """``USD``."""
 
 
 # -- operations -----------------------------------------------------------------------

@@ -7,6 +7,11 @@ cache alone (``snapshot_download(..., local_files_only=True)``), so the answer i
 the same offline (``HF_HUB_OFFLINE=1``). The snapshot's commit hash is the model's revision:
 a job records it, and a rerun trains the same weights. A hub id the cache lacks is looked up
 on the hub by the runtime (:mod:`alallo.capacity._hub`) and :meth:`Catalogue.remember`-ed.
+
+A name with a ``/`` that is no well-formed hub id (``models/alallo--tiny-gpt2``, a name of
+10,000 characters, a space) is refused at once with what is wrong (:func:`hub_id_problem`):
+it never reaches the hub, whose client would refuse it too, but as an error that read as
+"try again".
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 
 from .._errors import InvalidRequest
 
-__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel", "context_of"]
+__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel", "context_of", "hub_id_problem",
+           "shown_name"]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
 
@@ -52,8 +58,21 @@ class CatalogueModel:
     starts (:mod:`alallo.capacity._hub`)."""
 
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[\w./-]+)?$")
-"""A Hugging Face hub id, ``org/name`` or ``org/name@revision``."""
+HUB_PART_MAX = 96
+"""Longest organisation or model name on the hub (``huggingface_hub``'s ``REPO_ID_REGEX``)."""
+REVISION_MAX = 255
+"""Longest revision (a branch, a tag or a commit hash) after ``@``: a git ref is a file name."""
+
+HUB_ID = re.compile(
+    r"^(?![^@]*(?:--|\.\.))(?![^@]*\.git(?:@|$))"  # no "--" or "..", no ".git" at the end
+    rf"\w(?:[\w.-]{{0,{HUB_PART_MAX - 2}}}\w)?/\w(?:[\w.-]{{0,{HUB_PART_MAX - 2}}}\w)?"
+    rf"(?:@[\w./-]{{1,{REVISION_MAX}}})?$", re.ASCII)
+"""A well-formed Hugging Face hub id, ``org/name`` or ``org/name@revision``, by the hub's own
+rules (``huggingface_hub.utils.validate_repo_id``); :func:`hub_id_problem` says what is
+wrong with a name it does not match."""
+
+_SHOWN_MAX = 80
+"""Characters of a refused name an error message repeats."""
 
 _BUILT_IN = (
     CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),
@@ -100,32 +119,54 @@ class Catalogue:
                     model = self._models[name] = replace(cached, id=name)
             return model
         path = Path(name)
-        if path.is_absolute() and (path / "config.json").is_file():
-            model = CatalogueModel(
-                id=name, parameters=_count_parameters(path), context_length=_context(path),
-                local_path=path,
-            )
-            self._models[name] = model
-            return model
-        if path.is_absolute() and (path / "adapter_config.json").is_file():
-            base = _read_json(path / "adapter_config.json").get("base_model_name_or_path")
-            raise InvalidRequest(
-                f"{name} holds a LoRA adapter, not a model (its base: {base}): name the base "
-                "model to train a new adapter, or your fine-tuned model's id (ft:…) to train "
-                "its adapter further; a merged model is a model (alallo models download "
-                "--merged)", param="model")
+        if path.is_absolute():
+            return self._local(name, path)
+        if "/" in name and (problem := hub_id_problem(name)) is not None:
+            raise InvalidRequest(f"{shown_name(name)} is not a Hugging Face hub id: {problem}",
+                                 param="model")
         if HUB_ID.match(name) and (hub := _from_hub_cache(name)) is not None:
             self._models[name] = hub
             return hub
         known = ", ".join(sorted(self._models))
         why = (f"{name!r} is not in this server's Hugging Face cache (the operator downloads "
                "it: huggingface-cli download " + name.split("@")[0] + ")") if HUB_ID.match(
-                   name) else f"unknown model {name!r}"
+                   name) else f"unknown model {shown_name(name)}"
         raise InvalidRequest(
             f"{why}: use one of {known}, a hub model in the cache, or the absolute path of "
             "a local Hugging Face model directory",
             param="model",
         )
+
+    def _local(self, name: str, path: Path) -> CatalogueModel:
+        """The local model directory ``path`` (``name``, absolute), listed from now on.
+
+        Raises:
+            InvalidRequest: no model directory there (``param="model"``).
+        """
+        try:
+            is_model = (path / "config.json").is_file()
+            is_adapter = not is_model and (path / "adapter_config.json").is_file()
+        except OSError as exc:  # a path too long for the file system, a name it refuses
+            raise InvalidRequest(f"{shown_name(name)} cannot be a model directory here: "
+                                 f"{exc.strerror or exc}", param="model") from None
+        if is_model:
+            model = CatalogueModel(
+                id=name, parameters=_count_parameters(path), context_length=_context(path),
+                local_path=path,
+            )
+            self._models[name] = model
+            return model
+        if is_adapter:
+            base = _read_json(path / "adapter_config.json").get("base_model_name_or_path")
+            raise InvalidRequest(
+                f"{name} holds a LoRA adapter, not a model (its base: {base}): name the base "
+                "model to train a new adapter, or your fine-tuned model's id (ft:…) to train "
+                "its adapter further; a merged model is a model (alallo models download "
+                "--merged)", param="model")
+        raise InvalidRequest(
+            f"no model directory at {shown_name(name)} (a directory with a config.json): use one "
+            f"of {', '.join(sorted(self._models))}, a hub model in the cache, or the absolute "
+            "path of a local Hugging Face model directory", param="model")
 
     def remember(self, model: CatalogueModel) -> None:
         """Know ``model`` from now on (a hub model found on the hub, by its name)."""
@@ -149,6 +190,61 @@ class Catalogue:
                 with contextlib.suppress(InvalidRequest):
                     found.append(self.resolve(repo.repo_id))
         return found
+
+
+def hub_id_problem(name: str) -> str | None:
+    """What makes ``name`` no Hugging Face hub id, in words, or None for a well-formed one.
+
+    The hub's rules, as ``huggingface_hub.utils.validate_repo_id`` holds them (they are
+    written out here because that function names one reason for several, and the server
+    runs without ``huggingface_hub`` too): ``org/name`` with one ``/``; each part 1 to 96
+    letters, digits, ``-``, ``_`` or ``.``, starting and ending with a letter, a digit or
+    ``_``, without ``--`` or ``..``, not ending in ``.git``; a revision after ``@`` of up to
+    255 letters, digits, ``-``, ``_``, ``.`` or ``/``.
+    """
+    repo, at, revision = name.partition("@")
+    parts = repo.split("/")
+    if len(parts) != 2:
+        return f"a hub id is ORG/NAME, with one '/' (this has {len(parts) - 1})"
+    for part, what in zip(parts, ("organisation", "name"), strict=True):
+        if not part:
+            return f"the {what} is empty"
+        if problem := _text_problem(part, what, HUB_PART_MAX, "_.-"):
+            return problem
+        if part[0] in "-." or part[-1] in "-.":
+            return f"the {what} starts or ends with '-' or '.'"
+        if "--" in part or ".." in part:
+            hint = ""
+            if "--" in part and HUB_ID.match(guess := repo.replace("/", "--").removeprefix(
+                    "models--").replace("--", "/")):
+                hint = (f" ('--' stands for '/' in the Hugging Face cache's folder names: "
+                        f"{guess!r}?)")
+            return f"the {what} has {'--' if '--' in part else '..'} in it{hint}"
+    if repo.endswith(".git"):
+        return "the name ends in '.git'"
+    if at and not revision:
+        return "the revision after '@' is empty"
+    return _text_problem(revision, "revision", REVISION_MAX, "_.-/")
+
+
+def _text_problem(text: str, what: str, longest: int, allowed: str) -> str | None:
+    """``text`` longer than ``longest``, or with characters besides ASCII letters, digits and
+    ``allowed`` (the first five named), in words; None when it is neither."""
+    if len(text) > longest:
+        return f"too long: the {what} has {len(text)} characters, at most {longest}"
+    bad = sorted({c for c in text if not (c.isascii() and c.isalnum()) and c not in allowed})
+    if not bad:
+        return None
+    named = ", ".join(repr(c) for c in bad[:5]) + (", …" if len(bad) > 5 else "")
+    return (f"the {what} has characters a hub id cannot have ({named}): letters, digits "
+            f"and {', '.join(repr(c) for c in allowed)} only")
+
+
+def shown_name(name: str) -> str:
+    """``name`` as an error message repeats it: quoted, and cut after 80 characters."""
+    if len(name) <= _SHOWN_MAX:
+        return repr(name)
+    return f"{name[:_SHOWN_MAX]!r}… ({len(name)} characters)"
 
 
 def _from_hub_cache(name: str) -> CatalogueModel | None:

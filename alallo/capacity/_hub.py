@@ -9,8 +9,10 @@ weights themselves are downloaded by the trainer when the run starts
 (:mod:`alallo.trainers._hub`). Blocking: call it in a worker thread.
 
 Each way of not finding the model is told in its own words (HTTP 422, ``param="model"``):
-not on the hub, no such revision, gated (and whether the server has a token), and this
-server not reaching the hub (503: the same request may work later).
+not a hub id at all (:func:`~alallo.capacity._catalogue.hub_id_problem`, decided before
+the hub is asked), not on the hub, no such revision, gated (and whether the server has a
+token), and this server not reaching the hub (503: the same request may work later; never
+for a name that no retry can make right).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from .._errors import InvalidRequest, Unavailable
-from ._catalogue import HUB_ID, CatalogueModel, context_of
+from ._catalogue import CatalogueModel, context_of, hub_id_problem, shown_name
 
 __all__ = ["find_on_hub", "hub_reachable"]
 
@@ -39,8 +41,8 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
     """The hub model ``name`` (``org/name`` or ``org/name@revision``), pinned to its commit.
 
     Raises:
-        InvalidRequest: not a hub id, not on the hub, no such revision, or gated (422,
-            ``param="model"``).
+        InvalidRequest: not a hub id (saying what is wrong with it), not on the hub, no
+            such revision, or gated (422, ``param="model"``).
         Unavailable: the hub cannot be reached, or answered with an error of its own.
     """
     import httpx2  # huggingface_hub's HTTP client: its transport errors are its own
@@ -49,12 +51,14 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
-    if not HUB_ID.match(name):
-        raise InvalidRequest(f"unknown model {name!r}", param="model")
+    if (problem := hub_id_problem(name)) is not None:
+        raise InvalidRequest(f"unknown model {shown_name(name)}: not a Hugging Face hub id: "
+                             f"{problem}", param="model")
     repo, _, revision = name.partition("@")
     try:
         info = HfApi().model_info(repo, revision=revision or None, token=token)
@@ -78,6 +82,9 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
                              param="model") from None
     except EntryNotFoundError:
         raise InvalidRequest(f"{repo!r} has no config.json: not a transformers model",
+                             param="model") from None
+    except HFValidationError as exc:  # a rule of the hub's client that hub_id_problem lacks
+        raise InvalidRequest(f"{shown_name(name)} is not a Hugging Face hub id: {exc}",
                              param="model") from None
     except (HfHubHTTPError, httpx2.HTTPError, OSError, ValueError) as exc:
         raise Unavailable(

@@ -16,16 +16,31 @@ from ._catalogue import TINY_GPT2, CatalogueModel
 from ._pool import Pool
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
-           "tokens_per_example", "why_not"]
+           "tokens_per_example", "weight_bytes", "why_not"]
 
 GB = 1e9
 USABLE_MEMORY = 0.9
 """Share of a device's memory a job may plan to use (the rest: fragmentation, spikes)."""
 ACTIVATIONS = 0.2
-"""Activations and temporary buffers, as a share of the weights' memory."""
+"""Activations and temporary buffers, as a share of the weights' memory at 16 bits: they do
+not shrink with 4-bit weights (measured: 0.89 to 0.92 times 16-bit's, docs/capacity.md)."""
 GPU_OVERHEAD_GB = 1.5
 """CUDA context, kernels and allocator reserve, per GPU."""
-CPU_OVERHEAD_GB = 0.2
+CPU_OVERHEAD_GB = 0.85
+"""A CPU trainer's fixed memory: its libraries (torch, transformers, peft, TRL, datasets,
+bitsandbytes: 0.63 GB imported) and its working set; measured, the process's peak less
+the per-parameter part was 0.68 GB at 16 bits and 0.79 to 0.80 GB at 4 bits
+(bench/bench_qlora_memory.py, docs/capacity.md)."""
+NF4_BYTES = 0.52
+"""Bytes of a weight quantized to 4 bits (NF4): half a byte, and its block's scale (one
+per 64 weights) quantized to 8 bits with an fp32 scale per 256 blocks (QLoRA's double
+quantization, Dettmers et al. 2023, section 3): 0.5 + 1/64 + 4/16384 = 0.516; measured
+0.52 (bench/bench_qlora_memory.py, docs/capacity.md)."""
+QUANTIZED_SHARE = 0.85
+"""Share of a model's weights that 4-bit quantizes: those of its linear layers; the
+embeddings, the output layer and the norms keep 16 bits. 0.87 of Llama-3.1-8B's, 0.86 of
+Qwen2.5-7B's, 0.96 of Mistral-7B's, 0.97 of Llama-3.1-70B's; less in small models with large
+vocabularies (0.74 of the built-in tiny model's)."""
 LORA_TRAINABLE = 0.01
 """Share of the parameters a LoRA adapter trains (rank 8-16 on attention and MLP)."""
 OPTIMIZER_BYTES = 16
@@ -54,31 +69,50 @@ EVAL_SHARE_FULL = 1 / 3
 """The same over a full fine-tuning step's 6 FLOPs a parameter a token (Kaplan et al. 2020)."""
 LOAD_GB_PER_S = 1.0
 """Reading weights into device memory."""
+CPU_QUANTIZE_GB_PER_S = 0.05
+"""Quantizing 16-bit weights to 4 bits as they load, on the CPU (bitsandbytes' CPU kernels):
+0.1 GB/s of 16-bit weights measured on 2 idle cores, 0.02 on 2 busy ones
+(bench/bench_qlora_memory.py); on a GPU it is part of :data:`LOAD_GB_PER_S`."""
 STARTUP_S = 6.0
 """Trainer start before the model loads: Python, torch, transformers imports (measured)."""
 SIMULATED_STARTUP_S = 0.3
 """The simulated trainer's start (no torch)."""
 
 
-def bytes_per_parameter(adapter: str, precision: str) -> float:
+def weight_bytes(precision: str, *, quantized_share: float = QUANTIZED_SHARE) -> float:
+    """Bytes per parameter of a model's frozen weights: 2 at 16 bits (bf16); at 4 bits
+    :data:`NF4_BYTES` for the ``quantized_share`` in linear layers and 2 for the rest
+    (0.74 bytes with the default share)."""
+    if precision == "4-bit":
+        return quantized_share * NF4_BYTES + (1 - quantized_share) * 2.0
+    return 2.0
+
+
+def bytes_per_parameter(adapter: str, precision: str, *,
+                        quantized_share: float = QUANTIZED_SHARE) -> float:
     """Memory per parameter, in bytes, of the weights and training state.
 
-    16-bit LoRA: bf16 weights (2) plus the adapter's Adam state (1% of the
-    parameters × 16). 4-bit LoRA (QLoRA, Dettmers et al. 2023): NF4 weights
-    with double-quantized constants (~0.55) plus the same adapter state.
-    Full fine-tuning: 16 bytes (mixed-precision Adam); 4-bit full does not exist.
+    16-bit LoRA: bf16 weights (2) plus the adapter's Adam state (1% of the parameters ×
+    16). 4-bit LoRA (QLoRA, Dettmers et al. 2023): :func:`weight_bytes` (NF4 for the
+    linear layers, 16 bits for the rest) plus the same adapter state. Full fine-tuning:
+    16 bytes (mixed-precision Adam); 4-bit full does not exist.
     """
     adapter_state = LORA_TRAINABLE * OPTIMIZER_BYTES
     if adapter == "full":
         return float(OPTIMIZER_BYTES)
-    return (0.55 if precision == "4-bit" else 2.0) + adapter_state
+    return weight_bytes(precision, quantized_share=quantized_share) + adapter_state
 
 
 def memory_gb(parameters: int, adapter: str, precision: str, *, devices: int = 1,
-              gpu: bool = True) -> float:
-    """Memory per device in GB for a job sharded over ``devices`` (weights and states split)."""
-    weights = parameters * (0.55 if precision == "4-bit" else 2.0)
-    total = parameters * bytes_per_parameter(adapter, precision) + ACTIVATIONS * weights
+              gpu: bool = True, quantized_share: float | None = None) -> float:
+    """Memory per device in GB for a job sharded over ``devices`` (weights and states split):
+    weights and training state (:func:`bytes_per_parameter`), activations
+    (:data:`ACTIVATIONS` of the 16-bit weights, at either precision) and the device's fixed
+    overhead. ``quantized_share``: the model's own, where known (else
+    :data:`QUANTIZED_SHARE`)."""
+    share = QUANTIZED_SHARE if quantized_share is None else quantized_share
+    total = parameters * (bytes_per_parameter(adapter, precision, quantized_share=share)
+                          + ACTIVATIONS * weight_bytes("16-bit"))
     return total / GB / devices + (GPU_OVERHEAD_GB if gpu else CPU_OVERHEAD_GB)
 
 
@@ -141,24 +175,20 @@ def why_not(model: CatalogueModel, spec: JobSpec, pool: Pool,
             memory_factor: float = 1.0) -> str:
     """Why no device type of ``pool`` can hold the job, one sentence without its full stop.
 
-    Mirrors the checks of ``_plan_on``: 4-bit needs a GPU; a GPU job may be
-    sharded over the devices of one node, a CPU job may not; a job may plan
-    on ``USABLE_MEMORY`` of a device. Memory figures are rounded to whole GB.
+    Mirrors the checks of ``_plan_on``: a GPU job may be sharded over the devices of one
+    node, a CPU job may not; a job may plan on ``USABLE_MEMORY`` of a device. Memory
+    figures are rounded to whole GB.
     """
     types = pool.device_types()
     if not types:
         return "This server has no nodes"
-    gpus = [d for d in types if d.name != "cpu"]
-    if spec.precision == "4-bit" and not gpus:
-        return "4-bit needs a GPU; this server has only CPU nodes"
-    candidates = gpus if spec.precision == "4-bit" else types
-    gpu = bool(gpus)
+    gpu = any(d.name != "cpu" for d in types)
     need = memory_factor * memory_gb(model.parameters, spec.adapter, spec.precision, gpu=gpu)
 
     def offered(d: DeviceType) -> float:
         return d.memory_gb * USABLE_MEMORY * (1 if d.name == "cpu" else pool.largest(d.name))
 
-    best = max(candidates, key=offered)
+    best = max(types, key=offered)
     count = 1 if best.name == "cpu" else pool.largest(best.name)
     most = f"{offered(best):.0f} GB ({count} × {best.name})" if count > 1 else \
         f"{offered(best):.0f} GB ({best.name})"
@@ -172,8 +202,6 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
              cpu_price_per_hour: float | None, memory_factor: float = 1.0,
              ranks: int = 1) -> Plan | None:
     cpu = device.name == "cpu"
-    if cpu and spec.precision == "4-bit":
-        return None  # QLoRA needs CUDA kernels (bitsandbytes)
     usable = device.memory_gb * USABLE_MEMORY
     most = pool.largest(device.name)
     devices = 1
@@ -187,6 +215,7 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     if cpu:
         devices = ranks  # data parallel: every rank holds the whole model
     batch = spec.hyperparameters.batch_size or 4
+    # The trainer cuts each sequence at the model's context (TrainerConfig.max_seq_length).
     tokens = batch * min(tokens_per_example, model.context_length)
     flops = (6 if spec.adapter == "full" else 4) * model.parameters * tokens
     if spec.precision == "4-bit":
@@ -198,8 +227,11 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
         flops *= DPO_COMPUTE_FACTOR
         overhead *= DPO_OVERHEAD_FACTOR
     step_s = flops / rate * scaling + overhead
-    weights_gb = model.parameters * (0.55 if spec.precision == "4-bit" else 2.0) / GB
+    # 4-bit reads the 16-bit checkpoint and quantizes it as it loads.
+    weights_gb = model.parameters * weight_bytes("16-bit") / GB
     startup_s = STARTUP_S + weights_gb / LOAD_GB_PER_S
+    if cpu and spec.precision == "4-bit":
+        startup_s += weights_gb / CPU_QUANTIZE_GB_PER_S
     price_per_hour = (cpu_price_per_hour if cpu and cpu_price_per_hour is not None
                       else device.price_per_hour) * devices
     if isinstance(spec.trainer, SimulatedTrainer):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typer
 
+from alallo.cli._account import account
 from alallo.cli._accounts import accounts_app, keys_app
 from alallo.cli._capacity import capacity
 from alallo.cli._chat import chat
@@ -42,6 +43,7 @@ app.add_typer(db_app, name="db")
 app.command("trainers")(trainers)
 app.command("estimate")(estimate)
 app.command("capacity")(capacity)
+app.command("account")(account)
 app.command("chat")(chat)
 app.command("dashboard")(dashboard)
 app.command("serve")(serve)

@@ -213,6 +213,12 @@ class AsyncClient:
         """Follow a job live, reconnecting by itself from the last id (:meth:`Client.watch`)."""
         return self._driver.drive(self._calls.watch(job_id, last_event_id))
 
+    # -- the account ------------------------------------------------------------
+
+    async def account(self) -> api.Account:
+        """The client's account: balance, billing limit and spend (:meth:`Client.account`)."""
+        return await self._driver.run(self._calls.account())
+
     # -- operations --------------------------------------------------------------
 
     async def dashboard_link(self) -> str:

@@ -22,6 +22,7 @@ from alallo._errors import ClientError
 from alallo._keys import DEFAULT_DATA_DIR, read_key_file
 from alallo._types import FileId, JobId, Seq
 from alallo.api import (
+    Account,
     Capacity,
     ChatCompletion,
     Checkpoint,
@@ -242,6 +243,11 @@ class Calls:
                     yield Give(follow.closing_item(job))
                     return
             yield Wait(follow.wait_s(cause))
+
+    # -- the account ------------------------------------------------------------
+
+    def account(self) -> Op[Account]:
+        return self._json("GET", "/v1/account")
 
     # -- operations --------------------------------------------------------------
 

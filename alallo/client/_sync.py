@@ -298,6 +298,20 @@ class Client:
         """
         return self._driver.drive(self._calls.watch(job_id, last_event_id))
 
+    # -- the account ------------------------------------------------------------
+
+    def account(self) -> api.Account:
+        """The client's account (``GET /v1/account``): ``id``, ``name``, ``created_at``,
+        ``balance``, ``billing_limit``, ``available`` (balance plus billing limit: what new
+        charges may still take), ``spend`` (``charged``: net of refunds, ``refunded``,
+        ``gross``) and ``currency``, to the nano-dollar.
+
+        Raises:
+            Unauthorized: the server does not know the key, or it was revoked (401).
+            ClientError: no key was given or found, or no server answers.
+        """
+        return self._driver.run(self._calls.account())
+
     # -- operations --------------------------------------------------------------
 
     def dashboard_link(self) -> str:

@@ -18,10 +18,15 @@ from typing import TYPE_CHECKING
 from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._env import DEFAULT_TRAINER_USER as DEFAULT_TRAINER_USER
+    from ._env import INPUTS as INPUTS
     from ._env import TrainerUser as TrainerUser
     from ._env import hand_over as hand_over
+    from ._env import hf_caches as hf_caches
     from ._env import scrubbed_environment as scrubbed_environment
+    from ._env import take_back as take_back
     from ._env import trainer_user as trainer_user
+    from ._env import trainers_env as trainers_env
     from ._executor import Executor as Executor
     from ._executor import Launch as Launch
     from ._executor import LineSink as LineSink
@@ -33,9 +38,21 @@ if TYPE_CHECKING:
     from ._ray_api import RayApi as RayApi
     from ._ray_api import RayApiError as RayApiError
     from ._ray_api import RayNode as RayNode
+    from ._reach import close_root as close_root
+    from ._reach import grant_read as grant_read
+    from ._reach import open_tree as open_tree
+    from ._reach import open_way as open_way
+    from ._user_check import CannotRunTrainers as CannotRunTrainers
+    from ._user_check import Interpreter as Interpreter
+    from ._user_check import check_trainer_user as check_trainer_user
+    from ._user_check import interpreter_paths as interpreter_paths
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
+    "CannotRunTrainers": ("._user_check", "CannotRunTrainers"),
+    "DEFAULT_TRAINER_USER": ("._env", "DEFAULT_TRAINER_USER"),
     "Executor": ("._executor", "Executor"),
+    "INPUTS": ("._env", "INPUTS"),
+    "Interpreter": ("._user_check", "Interpreter"),
     "Launch": ("._executor", "Launch"),
     "LineSink": ("._executor", "LineSink"),
     "LocalExecutor": ("._local", "LocalExecutor"),
@@ -47,15 +64,27 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "TrainerRun": ("._executor", "TrainerRun"),
     "TrainerProcess": ("._local", "TrainerProcess"),
     "TrainerUser": ("._env", "TrainerUser"),
+    "check_trainer_user": ("._user_check", "check_trainer_user"),
+    "close_root": ("._reach", "close_root"),
+    "grant_read": ("._reach", "grant_read"),
     "hand_over": ("._env", "hand_over"),
+    "hf_caches": ("._env", "hf_caches"),
+    "interpreter_paths": ("._user_check", "interpreter_paths"),
+    "open_tree": ("._reach", "open_tree"),
+    "open_way": ("._reach", "open_way"),
     "scrubbed_environment": ("._env", "scrubbed_environment"),
+    "take_back": ("._env", "take_back"),
     "trainer_user": ("._env", "trainer_user"),
+    "trainers_env": ("._env", "trainers_env"),
 }
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["Executor", "Launch", "LineSink", "LocalExecutor", "RayApi", "RayApiError", "RayExecutor",
-           "RayNode", "RunEnd", "TrainerProcess", "TrainerRun", "TrainerUser", "hand_over",
-           "scrubbed_environment", "trainer_user"]
+__all__ = ["CannotRunTrainers", "DEFAULT_TRAINER_USER", "Executor", "INPUTS", "Interpreter",
+           "Launch", "LineSink", "LocalExecutor", "RayApi", "RayApiError", "RayExecutor",
+           "RayNode", "RunEnd", "TrainerProcess", "TrainerRun", "TrainerUser",
+           "check_trainer_user", "close_root", "grant_read", "hand_over", "hf_caches",
+           "interpreter_paths", "open_tree", "open_way", "scrubbed_environment", "take_back",
+           "trainer_user", "trainers_env"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -44,7 +44,7 @@ from typing import BinaryIO, Protocol
 import trio
 
 from . import _warm
-from ._env import TrainerUser, scrubbed_environment
+from ._env import TrainerUser, scrubbed_environment, take_back, trainers_env
 from ._executor import Launch, LineSink, RunEnd
 from ._posix import die_with_parent, kill_group, take_on_user
 from ._spawner import start_in_spawner
@@ -264,6 +264,13 @@ def _undo_start(started: tuple[subprocess.Popen[bytes], BinaryIO]) -> None:
 class LocalExecutor:
     """Runs each trainer as a child process of this server (:class:`TrainerProcess`).
 
+    With a trainer ``user`` (a root server), every trainer, cold or warm, runs as that
+    user, with the server's Hugging Face cache as ``HF_HOME``
+    (:func:`~alallo.executors._env.trainers_env`); the job's directory (the parent of the
+    run's, ``jobs/<id>/attempt-<n>``), handed to the user for the run, is taken back when
+    the run ends (:func:`~alallo.executors._env.take_back`), so that no later trainer
+    reaches it.
+
     Args:
         grace_s: seconds between SIGTERM and SIGKILL when a run is stopped.
         shared_env: variables every trainer gets (``Settings.trainer_env``).
@@ -278,7 +285,7 @@ class LocalExecutor:
     def __init__(self, *, grace_s: float, shared_env: Mapping[str, str] | None = None,
                  warm: bool = False, user: TrainerUser | None = None) -> None:
         self.grace_s = grace_s
-        self.shared_env = dict(shared_env or {})
+        self.shared_env = trainers_env(shared_env, user)
         self.warm = warm
         self.user = user
 
@@ -303,5 +310,8 @@ class _LocalRun:
         finally:
             if self.process.pid is not None:  # it started: its end is known now
                 self.end = RunEnd(self.process.returncode)
+            if self.process.user is not None:  # its trainer is gone: the job's dir is ours
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(take_back, self.process.cwd.parent)
         assert self.end is not None
         return self.end

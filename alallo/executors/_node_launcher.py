@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
     copier = threading.Thread(target=_copy, args=(trainer.stdout, cwd / OUTPUT), daemon=True)
     copier.start()
     started.append((trainer, copier))
-    (cwd / "trainer.pid").write_text(str(trainer.pid))
+    _write_atomically(cwd / "trainer.pid", str(trainer.pid))  # never read half-written
     while True:
         try:
             return end(trainer.wait(timeout=FENCE_CHECK_S))

@@ -2,7 +2,10 @@
 long it takes. No I/O, no actors, no clock (times come in the inputs), no settings (limits
 come in the inputs): DESIGN.md rule 2. Everything else of alallo builds on this wing.
 
-- :mod:`~alallo.jobs._spec`: the job spec a user sends (:class:`JobSpec`, its trainers).
+- :mod:`~alallo.jobs._spec`: the job spec a user sends (:class:`JobSpec`, its trainers);
+  :mod:`~alallo.jobs._hyperparameters`: its training settings, and how each model of a
+  request is checked; :mod:`~alallo.jobs._method_forms`: OpenAI's ``method`` and
+  Together's ``training_method`` in it.
 - :mod:`~alallo.jobs._job`: :class:`Job` and the records it makes (:class:`Event`,
   :class:`LogLine`), data only; :mod:`~alallo.jobs._metrics`: :class:`MetricsPoint`, the
   metrics series and its CSV; :mod:`~alallo.jobs._plan`: :class:`Plan`, the device types.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from ._plan import DEVICE_TYPES as DEVICE_TYPES
     from ._plan import DeviceType as DeviceType
     from ._plan import Plan as Plan
+    from ._spec import FAILURE_SWITCHES as FAILURE_SWITCHES
     from ._spec import CommandTrainer as CommandTrainer
     from ._spec import EarlyStopping as EarlyStopping
     from ._spec import JobSpec as JobSpec
@@ -59,6 +63,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "DEVICE_TYPES": ("._plan", "DEVICE_TYPES"),
     "DeviceType": ("._plan", "DeviceType"),
     "EarlyStopping": ("._spec", "EarlyStopping"),
+    "FAILURE_SWITCHES": ("._spec", "FAILURE_SWITCHES"),
     "MetricsPoint": ("._metrics", "MetricsPoint"),
     "metrics_csv": ("._metrics", "metrics_csv"),
     "series": ("._metrics", "series"),
@@ -87,7 +92,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "PREFERENCE_FORMATS", "PRICE_DIGITS",
+__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "FAILURE_SWITCHES", "PREFERENCE_FORMATS",
+           "PRICE_DIGITS",
            "CommandTrainer", "DeviceType",
            "EarlyStopping", "Event", "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine",
            "MetricsPoint", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",

@@ -36,6 +36,9 @@ class Created:
     """The job was accepted (``POST /v1/fine_tuning/jobs``)."""
 
     now: float
+    warnings: tuple[str, ...] = ()
+    """What the job's data loses, said before it runs (examples cut to the model's
+    context): each a ``WARNING`` event after ``JOB_PENDING``."""
 
 
 @dataclass(frozen=True)

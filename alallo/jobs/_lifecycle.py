@@ -66,9 +66,11 @@ def apply(job: Job, event: Input) -> Transition:
         return _unchanged(job)
     draft = _Draft(job, event.now)
     match event:
-        case Created():
+        case Created(warnings=warnings):
             draft.set(message=Message.STARTING.value).event(
                 EventType.JOB_PENDING, "Fine tune request created")
+            for warning in warnings:
+                draft.event(EventType.WARNING, warning, level=EventLevel.WARNING)
         case WaitingForCapacity(position=position):
             if job.status is not JobStatus.QUEUED or (
                     job.message == Message.WAITING_FOR_CAPACITY.value

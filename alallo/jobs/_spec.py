@@ -2,9 +2,17 @@
 
 Validated at the edge (rule 6 of the design): a bad spec raises pydantic's
 ``ValidationError``, which the gateway answers with 422 naming the field.
+Every model here is checked as
+:data:`~alallo.jobs._hyperparameters.REQUEST` says: an unknown field is refused,
+at any depth; a number must be a JSON number (``true`` is no ``1``, ``"3"`` no
+``3``) and finite (``NaN``, ``Infinity``, ``1e400``: a job stored with one could
+not be answered, and a client retrying the 500 made it twice).
 The OpenAI SDK's forms are accepted too: ``method`` as
 ``{"type": "supervised", "supervised": {"hyperparameters": {...}}}`` and
-``"auto"`` for any hyperparameter (meaning: alallo chooses).
+``"auto"`` for any hyperparameter (meaning: alallo chooses); and Together's
+``training_method``. Their nested objects are checked as strictly
+(``method.supervised.trainer`` is refused by that name, not dropped:
+:mod:`~alallo.jobs._method_forms`).
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,79 +30,23 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ._hyperparameters import LORA_ONLY, REQUEST, Hyperparameters
+from ._method_forms import OpenAIMethod, TogetherMethod, unfold_method_forms
+
 __all__ = [
     "CommandTrainer",
     "EarlyStopping",
-    "Hyperparameters",
+    "FAILURE_SWITCHES",
     "JobSpec",
     "NamedTrainer",
+    "SUFFIX_PATTERN",
     "SimulatedTrainer",
     "WandbIntegration",
 ]
 
-MAX_EPOCHS = 100
-MAX_BATCH_SIZE = 1024
-MAX_LORA_RANK = 1024
-LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
-"""The hyperparameters of a LoRA adapter: refused for full fine-tuning."""
-
-
-class Hyperparameters(BaseModel):
-    """Training settings; None (or ``"auto"``) lets alallo choose."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_epochs: int | None = Field(default=None, ge=1, le=MAX_EPOCHS)
-    """Passes over the training file; default 3 when ``max_steps`` is not set."""
-    max_steps: int | None = Field(default=None, ge=1)
-    """Optimizer steps in all; wins over ``n_epochs``."""
-    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
-    """Examples per step; default 4."""
-    learning_rate: float | None = Field(default=None, gt=0, le=1)
-    """Peak learning rate; default 1e-3 for LoRA, 1e-4 for full fine-tuning."""
-    learning_rate_multiplier: float | None = Field(default=None, gt=0, le=100)
-    """OpenAI's way to set it: the default learning rate times this (``"auto"``: 1);
-    not together with ``learning_rate``."""
-    lora_rank: int | None = Field(default=None, ge=1, le=MAX_LORA_RANK,
-                                  validation_alias=AliasChoices("lora_rank", "lora_r"))
-    """Rank of the LoRA matrices (``lora_r`` too, as Together names it); default 8."""
-    lora_alpha: int | None = Field(default=None, ge=1, le=4 * MAX_LORA_RANK)
-    """LoRA's scale numerator (the update is scaled by alpha / rank); default twice the
-    rank."""
-    lora_dropout: float | None = Field(default=None, ge=0, lt=1)
-    """Dropout on the LoRA path; default 0."""
-    lora_target_modules: list[str] | Literal["all-linear"] | None = Field(
-        default=None, min_length=1)
-    """The modules LoRA adapts, by name (``["q_proj", "v_proj"]``) or ``"all-linear"``;
-    default: those peft knows for the architecture, else every linear layer."""
-    warmup_ratio: float | None = Field(default=None, ge=0, lt=1)
-    """The share of the steps over which the learning rate climbs to its peak; default 0."""
-    weight_decay: float | None = Field(default=None, ge=0, le=1)
-    """AdamW's weight decay; default 0."""
-    logging_steps: int | None = Field(default=None, ge=1, le=100_000)
-    """Log the loss every this many steps (and at the last); default 10, as the seeds do."""
-    eval_steps: int | None = Field(default=None, ge=1, le=100_000)
-    """With a ``validation_file``: evaluate on it every this many steps (and at the last);
-    default: at every checkpoint."""
-    beta: float | None = Field(default=None, gt=0, le=10)
-    """DPO only: how far the trained model may move from the reference model (the KL
-    penalty's weight, Rafailov et al. 2023); default 0.1, as TRL's."""
-
-    @field_validator("learning_rate_multiplier")
-    @classmethod
-    def _one_way_to_the_rate(cls, value: float | None, info: ValidationInfo) -> float | None:
-        if value is not None and info.data.get("learning_rate") is not None:
-            raise PydanticCustomError(
-                "learning_rate_twice",
-                "give learning_rate or learning_rate_multiplier, not both")
-        return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _auto_means_default(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: (None if v == "auto" else v) for k, v in data.items()}
-        return data
+SUFFIX_PATTERN = r"^[A-Za-z0-9_-]{0,64}$"
+"""OpenAI's rule for ``suffix``: up to 64 letters, digits, ``-`` and ``_``. It goes into
+the model's id, which is one segment of a URL path (``/v1/models/{id}``)."""
 
 
 class EarlyStopping(BaseModel):
@@ -104,7 +55,7 @@ class EarlyStopping(BaseModel):
     did not lower the best validation loss by more than ``min_delta``. The job then
     succeeds with the best checkpoint as its model, charged for the steps it ran."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
     patience: int = Field(ge=1, le=1000)
     """Evaluations without improvement before training stops."""
@@ -115,21 +66,41 @@ class EarlyStopping(BaseModel):
 class SimulatedTrainer(BaseModel):
     """The simulated trainer with its knobs (for tests and load runs)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
     type: Literal["simulated"] = "simulated"
     step_delay_s: float = Field(default=0.05, ge=0, le=60)
     """Seconds each simulated step takes."""
     fail_at_step: int | None = Field(default=None, ge=1)
-    """Crash with a platform error at this step (for failure drills)."""
+    """Crash with a platform error at this step (for failure drills). A failure switch:
+    see :data:`FAILURE_SWITCHES`."""
     memory_surprise: float = Field(default=1.0, ge=1.0, le=100.0)
-    """From step 3, report this many times the planned memory (drills re-scheduling)."""
+    """From step 3, report this many times the planned memory (drills re-scheduling). A
+    failure switch: see :data:`FAILURE_SWITCHES`."""
     step_noise: float = Field(default=0.0, ge=0.0, le=2.0)
     """Spread of step times: each step takes ``step_delay_s`` × a log-normal factor of
     this sigma (mean 1)."""
     slow_step_every: int | None = Field(default=None, ge=1)
     """Every this many steps, one step takes ``slow_step_factor`` times longer."""
     slow_step_factor: float = Field(default=10.0, ge=1.0, le=1000.0)
+
+    def failure_switch(self) -> str | None:
+        """The first of :data:`FAILURE_SWITCHES` this trainer sets, or None."""
+        if self.fail_at_step is not None:
+            return "fail_at_step"
+        if self.memory_surprise != 1.0:
+            return "memory_surprise"
+        return None
+
+
+FAILURE_SWITCHES = ("fail_at_step", "memory_surprise")
+"""The simulated trainer's knobs that make the platform fail on purpose, for the
+operator's drills: ``fail_at_step`` crashes the run as a platform error (restarts, then
+"Failed. We've been notified…" and the operator's alert); ``memory_surprise`` reports
+more memory than the plan's, as if the platform's memory model were wrong, which
+re-schedules the job (and may fail it as "Not available right now."). Only the accounts
+the operator trusts with the server may set them (docs/security.md); the pace knobs
+(``step_delay_s``, ``step_noise``, ``slow_step_*``) fail nothing and are everyone's."""
 
 
 class CommandTrainer(BaseModel):
@@ -140,17 +111,21 @@ class CommandTrainer(BaseModel):
     checked by the runtime): an account never chooses an executable on the server.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
     command: list[str] = Field(min_length=1)
+
+
+TRAINER_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+"""A trainer's name: what ``trainer`` may be as a string, or ``trainer.name``."""
 
 
 class NamedTrainer(BaseModel):
     """A trainer the operator registered, by name (``GET /v1/trainers``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    name: str = Field(pattern=TRAINER_NAME_PATTERN)
 
 
 TrainerChoice = Literal["trl"] | SimulatedTrainer | CommandTrainer | NamedTrainer
@@ -163,10 +138,11 @@ WANDB_KEY_LENGTH = 40
 class WandbSettings(BaseModel):
     """Where a job reports its metrics on Weights & Biases."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
     project: str = Field(min_length=1)
-    api_key: str
+    api_key: str = Field(json_schema_extra={"minLength": WANDB_KEY_LENGTH,
+                                            "maxLength": WANDB_KEY_LENGTH})
     """The W&B API key: 40 characters (checked here, as W&B checks it); required."""
     name: str | None = None
     entity: str | None = None
@@ -186,16 +162,30 @@ class WandbSettings(BaseModel):
 class WandbIntegration(BaseModel):
     """``{"type": "wandb", "wandb": {...}}``, as the OpenAI API spells it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST
 
     type: Literal["wandb"]
     wandb: WandbSettings
 
 
+def _schema_as_checked(schema: dict[str, Any]) -> None:
+    """:class:`JobSpec`'s JSON Schema (``/openapi.json``) says what its validators take
+    beyond the fields' types: a trainer by any name (``"simulated"``, a registered one),
+    and Together's ``training_method`` (not with ``method``). Rules between fields
+    (``beta`` with DPO only...) are left to the fields' descriptions."""
+    properties = schema["properties"]
+    properties["trainer"]["anyOf"][0] = {
+        "type": "string", "pattern": TRAINER_NAME_PATTERN,
+        "description": "``trl``, ``simulated``, or a registered trainer's name"}
+    properties["training_method"] = {**TogetherMethod.model_json_schema(),
+                                     "title": "Training Method"}
+    schema["not"] = {"required": ["method", "training_method"]}
+
+
 class JobSpec(BaseModel):
     """A fine-tuning job as submitted; see API.md for each field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(**REQUEST, json_schema_extra=_schema_as_checked)
 
     model: str = Field(min_length=1)
     training_file: str = Field(min_length=1)
@@ -204,7 +194,8 @@ class JobSpec(BaseModel):
     """Start from a checkpoint of one of the account's jobs: its id (``ftckpt-…``) or
     ``ft-…:STEP`` (Together's form); ``model`` is then that job's base model or model."""
     name: str | None = Field(default=None, max_length=200)
-    suffix: str | None = Field(default=None, max_length=64)
+    suffix: str | None = Field(default=None, pattern=SUFFIX_PATTERN)
+    """Added to the fine-tuned model's id: see :data:`SUFFIX_PATTERN`."""
     method: Literal["supervised", "dpo"] = "supervised"
     """``supervised`` (SFT) trains on examples; ``dpo`` (Direct Preference Optimization,
     Rafailov et al. 2023) on preference pairs."""
@@ -222,35 +213,17 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _openai_method_form(cls, data: Any) -> Any:
-        """Unfold OpenAI's ``method`` object into ``method`` + ``hyperparameters``, and
-        Together's ``training_method`` (``{"method": "dpo", "dpo_beta": 0.1}``) alike."""
-        if isinstance(data, dict) and isinstance(data.get("training_method"), dict):
-            data = dict(data)
-            together = data.pop("training_method")
-            kind = together.get("method", "sft")
-            data["method"] = {"type": "supervised" if kind == "sft" else kind}
-            if together.get("dpo_beta") is not None:
-                hyper = data["hyperparameters"] = dict(data.get("hyperparameters") or {})
-                hyper.setdefault("beta", together["dpo_beta"])
-        if not isinstance(data, dict) or not isinstance(data.get("method"), dict):
-            return data
-        data = dict(data)
-        method = data.pop("method")
-        kind = method.get("type", "supervised")
-        stray = sorted(set(method) - {"type", kind})
-        if stray:  # e.g. {"type": "dpo", "supervised": {...}}: its settings would be lost
-            raise PydanticCustomError(
-                "method_mismatch", "method.{key} does not go with method type '{kind}': "
-                "give the settings under method.{kind}",
-                {"key": stray[0], "kind": kind})
-        data["method"] = kind
-        nested = method.get(kind) or {}
-        if isinstance(nested, dict) and isinstance(nested.get("hyperparameters"), dict):
-            merged = dict(nested["hyperparameters"])
-            if isinstance(data.get("hyperparameters"), dict):
-                merged.update(data["hyperparameters"])
-            data["hyperparameters"] = merged
-        return data
+        """OpenAI's ``method`` object and Together's ``training_method``, checked and
+        unfolded (:func:`~alallo.jobs._method_forms.unfold_method_forms`)."""
+        return unfold_method_forms(data)
+
+    @field_validator("method", mode="before",
+                     json_schema_input_type=Literal["supervised", "dpo"] | OpenAIMethod)
+    @classmethod
+    def _method_as_sent(cls, value: Any) -> Any:
+        """As it came: OpenAI's object form of ``method``, which its JSON Schema names, was
+        unfolded by :meth:`_openai_method_form` already."""
+        return value
 
     @field_validator("hyperparameters")
     @classmethod

@@ -16,6 +16,10 @@ fine-tuning data check refuses such a line too, as
 ``example_missing_assistant_message`` in the OpenAI cookbook's
 ``Chat_finetuning_data_prep.ipynb``).
 
+A preference pair (either format) must prefer one answer over a *different* one: a line
+whose two answers are equal has nothing to teach (DPO's loss of such a pair is a constant,
+its gradient zero), so it is refused by its line like any other fault.
+
 The format is taken from the first line and every later line must match it.
 The first bad line is reported with its number (1-based), so a user can fix
 it; nothing of a bad file is stored.
@@ -110,6 +114,7 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
     elif fmt == "chosen_rejected":
         for column in ("prompt", "chosen", "rejected"):
             _string(row, column, number)
+        _different(row, "chosen", "rejected", number)
     elif fmt == "preference":
         given = row.get("input")
         if not isinstance(given, dict):
@@ -121,6 +126,7 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
             _messages(row.get(column), f"line {number}: {column}",
                       f'line {number}: missing column "{column}" (a non-empty list of the '
                       "assistant's messages)", assistant=True)
+        _different(row, "preferred_output", "non_preferred_output", number)
     else:
         _messages(row.get("messages"), f"line {number}: messages",
                   f'line {number}: missing column "messages" (a non-empty list)')
@@ -147,6 +153,20 @@ def _messages(messages: Any, where: str, missing: str, *, assistant: bool = Fals
                               param="file")
         if not isinstance(message.get("content"), str):
             raise InvalidFile(f"{where}[{index}].content must be a string", param="file")
+
+
+def _different(row: dict[str, Any], preferred: str, other: str, number: int) -> None:
+    """The two answers of a preference pair differ (compared as the trainer reads them:
+    the messages' roles and contents, nothing else)."""
+    def answer(value: Any) -> Any:
+        if isinstance(value, list):
+            return [(message["role"], message["content"]) for message in value]
+        return value
+
+    if answer(row[preferred]) == answer(row[other]):
+        raise InvalidFile(f'line {number}: "{preferred}" and "{other}" are the same answer, so '
+                          "the pair has nothing to teach: prefer one answer over a different "
+                          "one", param="file")
 
 
 def _string(row: dict[str, Any], column: str, number: int) -> None:

@@ -1,20 +1,23 @@
 """Who is calling, and what an account may do: API keys to accounts (with the
 :class:`~alallo.runtime._key_cache.KeyCache`), revocation, the local account of an embedded or
-single-user server, and the right to send a trainer command of one's own."""
+single-user server, the right to send a trainer command of one's own, and the account's
+own page (its balance and spend)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from .._errors import Forbidden, Unauthorized
+from .. import api
+from .._errors import Forbidden, NotFound, Unauthorized
 from .._keys import hash_key, new_key, read_key_file, write_key_file
 from .._trainer_registry import TrainerRegistry
-from ..jobs import CommandTrainer, JobSpec, NamedTrainer
+from ..jobs import CommandTrainer, JobSpec, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
 from ..store import Store
 from ._key_cache import KeyCache
-from ._launch import COMMANDS_NOT_ALLOWED, model_refusal
+from ._launch import COMMANDS_NOT_ALLOWED, failure_switch_refusal, model_refusal
+from ._views import account_view
 
 __all__ = ["LOCAL_ACCOUNT", "Accounts"]
 
@@ -84,6 +87,19 @@ class Accounts:
         self.key_cache.put(key_hash, account, revocations=revocations)
         return account
 
+    async def summary(self, account_id: str) -> api.Account:
+        """The account's own page (``GET /v1/account``): who it is, its balance, billing
+        limit, what it may still spend and what it has spent (:class:`alallo.api.Account`),
+        read afresh from the store (``alallo accounts set`` may change it from elsewhere).
+
+        Raises:
+            NotFound: no such account (``param="account"``).
+        """
+        row = await self._store.account_summary(account_id)
+        if row is None:
+            raise NotFound(f"no account {account_id!r}", param="account")
+        return account_view(row)
+
     async def revoke_api_key(self, key_hash: str) -> bool:
         """Revoke a key by its hash (:func:`alallo._keys.hash_key`); it answers 401 at once.
 
@@ -103,11 +119,13 @@ class Accounts:
     async def check_spec(self, account_id: str, spec: JobSpec,
                          trainers: TrainerRegistry) -> None:
         """Refuse what of a job spec the account may not use, before anything is stored,
-        looked up or run: a trainer command of its own, a model directory of the server.
+        looked up or run: a trainer command of its own, a model directory of the server, a
+        simulated trainer's failure switch (:data:`alallo.jobs.FAILURE_SWITCHES`).
 
         Raises:
-            Forbidden: the account sent a command (``param="trainer.command"``) or a model
-                path (``param="model"``) and may not.
+            Forbidden: the account sent a command (``param="trainer.command"``), a model
+                path (``param="model"``) or a failure switch (``param="trainer.<switch>"``)
+                and may not.
             InvalidRequest: no trainer of the given name here (``param="trainer.name"``).
         """
         trusted: bool | None = None
@@ -117,6 +135,11 @@ class Accounts:
             trusted = await self.may_run_commands(account_id)
             if not trusted:
                 raise Forbidden(COMMANDS_NOT_ALLOWED, param="trainer.command")
+        elif isinstance(spec.trainer, SimulatedTrainer) and spec.trainer.failure_switch():
+            trusted = await self.may_run_commands(account_id)
+            switch = failure_switch_refusal(spec.trainer, allow_commands=trusted)
+            if switch is not None:
+                raise Forbidden(switch[1], param=switch[0])
         if Path(spec.model).is_absolute():
             if trusted is None:
                 trusted = await self.may_run_commands(account_id)

@@ -132,7 +132,8 @@ async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
 def _step_of(job_id: str, after: str) -> int:
     prefix = checkpoint_id(job_id, 0)[:-1]
     step = after.removeprefix(prefix)
-    if not after.startswith(prefix) or not step.isdigit():
+    if not after.startswith(prefix) or not (step.isascii() and step.isdigit()) \
+            or len(step) > 18:  # "²" is a digit to isdigit(), not to int(): a 500 it was
         raise InvalidRequest(f"after must be a checkpoint id of {job_id} ({prefix}<step>), "
                              f"got {after!r}", param="after")
     return int(step)

@@ -36,7 +36,26 @@ from ._planning import Planning
 __all__ = ["ChatRequest", "Completion", "Completions", "TextRequest"]
 
 
-class _TextPart(BaseModel):
+_REQUEST = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+"""As a job spec's models check what they are sent (no conversion between types: ``true``
+is no number; no ``NaN`` or infinite number: a 422 naming the field), but OpenAI's fields
+that alallo does not use are ignored (the ``openai`` SDK sends some: ``user``...)."""
+
+
+def _at_most_4_stops(schema: Any) -> None:
+    schema["anyOf"][1]["maxItems"] = 4  # checked by _Sampling.stops, as OpenAI does
+
+
+def _one_prompt(schema: Any) -> None:
+    """One prompt, not empty: checked by :attr:`TextRequest.text`."""
+    schema["anyOf"][0]["minLength"] = 1
+    schema["anyOf"][1].update(minItems=1, maxItems=1, items={"type": "string", "minLength": 1})
+
+
+class TextPart(BaseModel):
+    """A part of a message's ``content`` given as a list: ``{"type": "text", "text": ...}``."""
+
+    model_config = _REQUEST
     type: Literal["text"]
     text: str
 
@@ -44,9 +63,9 @@ class _TextPart(BaseModel):
 class ChatMessage(BaseModel):
     """One message of a conversation; ``content`` a string or a list of text parts."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = _REQUEST
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[_TextPart]
+    content: str | list[TextPart]
 
     def as_template_input(self) -> dict[str, str]:
         content = self.content if isinstance(self.content, str) else "".join(
@@ -56,14 +75,16 @@ class ChatMessage(BaseModel):
 
 
 class _Sampling(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _REQUEST
     model: str = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    n: Literal[1] = 1
+    stop: str | list[str] | None = Field(default=None, json_schema_extra=_at_most_4_stops)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    """For sampling; a 64-bit integer, as torch's generator takes it."""
+    n: int = Field(default=1, ge=1, le=1)
+    """How many answers: 1 (``Literal[1]`` would take ``true``, which equals 1)."""
     stream: bool = False
     stream_options: dict[str, bool] | None = None
 
@@ -89,15 +110,19 @@ class ChatRequest(_Sampling):
 class TextRequest(_Sampling):
     """The body of ``POST /v1/completions`` (OpenAI's; one prompt)."""
 
-    prompt: str | list[str]
+    prompt: str | list[str] = Field(json_schema_extra=_one_prompt)
 
     @property
     def text(self) -> str:
         if isinstance(self.prompt, str):
-            return self.prompt
-        if len(self.prompt) != 1:
+            prompt = self.prompt
+        elif len(self.prompt) != 1:
             raise InvalidRequest("prompt must be one string", param="prompt")
-        return self.prompt[0]
+        else:
+            prompt = self.prompt[0]
+        if not prompt:  # no token to continue from (the model's generate() would fail)
+            raise InvalidRequest("prompt is empty: give the text to continue", param="prompt")
+        return prompt
 
 
 class Completion:

@@ -11,6 +11,15 @@ adapter as saved (or the whole model of a full fine-tune), or the adapter merged
 (``merge_and_unload``, run by ``python -m alallo.trainers.merge`` in a child process, never
 in the server's event loop). Each archive is built once, into the job's directory, and served
 as a file (``Content-Length``, ``Range``).
+
+Requests that arrive while an archive is being built wait for that one build and are served
+its file (a single flight per archive, :class:`_Build`): a merge takes seconds and a whole
+model's memory, so it runs once however many clients ask. Each build writes into a name of
+its own (:func:`tempfile.mkstemp` and :func:`tempfile.mkdtemp` beside the archive) and
+renames the whole archive into place, so two servers sharing the job's folder cannot
+corrupt each other either (the last rename wins; both wrote the same bytes). A build that
+fails leaves nothing behind: the requests waiting on it get its error, and the next request
+builds again.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -66,6 +77,7 @@ class FineTunedModels:
         self._store = store
         self._settings = settings
         self._get_job = get_job
+        self._builds: dict[Path, _Build] = {}
 
     async def find(self, account_id: str, model: str) -> Job:
         """The succeeded job whose model ``model`` is, while the model exists.
@@ -97,12 +109,14 @@ class FineTunedModels:
             after = page[-1].id
 
     async def archive(self, account_id: str, model: str, fmt: str) -> Path:
-        """A tar.gz of the model (``adapter`` or ``merged``), built once.
+        """A tar.gz of the model (``adapter`` or ``merged``), built once: concurrent
+        requests share one build (see the module's docstring).
 
         Raises:
             NotFound: no such model of the account.
             InvalidRequest: an unknown format (``param="format"``).
-            OSError: the archive could not be built (the merge failed, a full disk).
+            OSError: the archive could not be built (the merge failed, a full disk); a
+                later request builds it again.
         """
         if fmt not in ("adapter", "merged"):
             raise InvalidRequest(f"format must be adapter or merged, not {fmt!r}",
@@ -110,15 +124,39 @@ class FineTunedModels:
         job = await self.find(account_id, model)
         source = Path(job.fine_tuned_model or "")
         out = source.parent / "downloads" / f"{job.id}-{fmt}.tar.gz"
-        if out.is_file():
-            return out
-        out.parent.mkdir(exist_ok=True)
-        if fmt == "merged" and (source / "adapter_config.json").is_file():
-            merged = source.parent / "downloads" / "merged"
-            await self._merge(source, merged)
-            source = merged
-        await trio.to_thread.run_sync(_tar, source, out, f"{job.id}-{fmt}")
+        while not out.is_file():
+            build = self._builds.get(out)
+            if build is not None:
+                await build.wait()  # then the archive is there, or the builder was cancelled
+                continue
+            build = self._builds[out] = _Build()
+            try:
+                await self._build(source, out, merge=fmt == "merged", model=model)
+            except BaseException as exc:  # trio.Cancelled too: a waiter then builds instead
+                build.error = exc
+                raise
+            finally:
+                del self._builds[out]
+                build.done.set()
         return out
+
+    async def _build(self, source: Path, out: Path, *, merge: bool, model: str) -> None:
+        """Write the archive ``out`` of the model at ``source`` (merged into its base if
+        ``merge`` and it is an adapter), whole or not at all."""
+        if not source.is_dir():  # deleted since it was found
+            raise NotFound(f"no model {model!r}", param="model")
+        top = out.name.removesuffix(".tar.gz")
+        out.parent.mkdir(exist_ok=True)
+        if not (merge and (source / "adapter_config.json").is_file()):
+            await trio.to_thread.run_sync(_tar, source, out, top)
+            return
+        merged = Path(tempfile.mkdtemp(prefix=f".{top}-", dir=out.parent))
+        try:
+            await self._merge(source, merged)
+            await trio.to_thread.run_sync(_tar, merged, out, top)
+        finally:
+            with trio.CancelScope(shield=True):  # a cancelled build leaves nothing either
+                await trio.to_thread.run_sync(shutil.rmtree, merged, True)
 
     async def delete(self, account_id: str, model: str) -> None:
         """Delete the model's files (the job stays, with its events and log).
@@ -133,24 +171,52 @@ class FineTunedModels:
             lambda: shutil.rmtree(model_dir.parent / "downloads", ignore_errors=True))
 
     async def _merge(self, adapter: Path, out: Path) -> None:
-        partial = out.with_name(out.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
+        """The adapter merged into its base, saved into the directory ``out``."""
         result = await trio.run_process(
-            [self._settings.python, "-m", "alallo.trainers.merge", str(adapter), str(partial)],
+            [self._settings.python, "-m", "alallo.trainers.merge", str(adapter), str(out)],
             capture_stdout=True, capture_stderr=True, check=False,
             env=scrubbed_environment(self._settings.trainer_env))
         if result.returncode != 0:
             last = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
             raise OSError(f"merging the adapter into its base failed: {last}")
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(partial, out)
+
+
+@dataclass(eq=False)
+class _Build:
+    """An archive being built: the requests that want it meanwhile wait for this one."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    error: BaseException | None = None
+    """What the build raised (set before ``done``); None when it succeeded."""
+
+    async def wait(self) -> None:
+        """Wait for the build to end.
+
+        Raises:
+            NotFound: the model was deleted meanwhile.
+            OSError: the build failed.
+
+        Each is a new exception with the build's message, chained to the build's own: one
+        exception object is never raised in two tasks.
+        """
+        await self.done.wait()
+        if isinstance(self.error, NotFound):
+            raise NotFound(self.error.message, param=self.error.param) from self.error
+        if isinstance(self.error, Exception):
+            raise OSError(str(self.error)) from self.error
 
 
 def _tar(source: Path, out: Path, top: str) -> None:
-    """``source``'s files as ``top/...`` in a tar.gz at ``out``, written whole or not at all."""
-    partial = out.with_name(out.name + ".partial")
-    with tarfile.open(partial, "w:gz") as archive:
-        for path in sorted(source.rglob("*")):
-            if path.is_file():
-                archive.add(path, arcname=f"{top}/{path.relative_to(source).as_posix()}")
-    os.replace(partial, out)
+    """``source``'s files as ``top/...`` in a tar.gz at ``out``, written whole or not at all:
+    into a temporary file of its own beside ``out``, renamed into place once complete."""
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    partial = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as file, tarfile.open(fileobj=file, mode="w:gz") as archive:
+            for path in sorted(source.rglob("*")):
+                if path.is_file():
+                    archive.add(path, arcname=f"{top}/{path.relative_to(source).as_posix()}")
+        os.replace(partial, out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

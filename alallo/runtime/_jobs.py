@@ -71,12 +71,15 @@ class Jobs:
         """Store a new job ``queued`` (``Starting``) and queue its actor's start.
 
         A job no node could ever run is stored too, and fails at once with ``Not available
-        right now.`` (:data:`~alallo.runtime._planning.NO_PLAN`).
+        right now.`` (:data:`~alallo.runtime._planning.NO_PLAN`). Everything that can refuse
+        the job runs before it is stored, and once stored it is answered (a runtime closing
+        meanwhile leaves its start to the next process): a refused request stored nothing
+        (docs/api.md, "Errors").
 
         Raises:
             InvalidRequest: an unknown model, training or validation file; too many steps.
         """
-        spec, options, max_steps, start = await self._planning.plan(account_id, spec)
+        spec, options, max_steps, start, notes = await self._planning.plan(account_id, spec)
         plan = options.pick(spec.goal) if options.options else NO_PLAN
         wait_s = await self._planning.wait_s(plan) if options.options else 0.0
         now = time.time()
@@ -89,13 +92,19 @@ class Jobs:
             model_revision=(start.base_revision if start
                             else self._planning.model(spec.model).revision),
         )
-        transition = lifecycle.apply(job, lifecycle.Created(now=now))
+        transition = lifecycle.apply(job, lifecycle.Created(now=now, warnings=notes))
         job = transition.job
         await self._store.save_job(job, transition.events, insert=True,
                                    owner=self._cluster.node_id)
         self._cluster.hold(job.id, 1)
         self._checkpoints.prime([job])  # its actor starts from it without reading it back
-        await self._starter.start(job)  # queued behind recovered jobs: it must not overtake them
+        try:
+            await self._starter.start(job)  # queued behind recovered jobs: not to overtake them
+        except ActorStopped:
+            # The runtime is closing. The job is stored, so it was accepted: the process that
+            # opens the store next adopts it (its lease lapses). An error here would make a
+            # client that retries create it twice.
+            pass
         return job
 
     async def get_job(self, account_id: str, job_id: str) -> Job:

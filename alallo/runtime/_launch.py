@@ -4,7 +4,9 @@ Which program runs is decided here, and never by the account's word alone
 (docs/security.md): the built-in trainers, a trainer the operator registered
 (:mod:`alallo._trainer_registry`), or the account's own command, and that
 only for an account allowed to send one (:func:`command_refusal`). On a
-simulated node the simulated trainer runs whatever the job asked for.
+simulated node the simulated trainer runs whatever the job asked for; its
+failure switches (:data:`alallo.jobs.FAILURE_SWITCHES`), which make the
+platform fail on purpose, are for the same trusted accounts only.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
 from ..trainers import TrainerConfig, WandbConfig
 
-__all__ = ["COMMANDS_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "launch",
-           "model_refusal",
+__all__ = ["COMMANDS_NOT_ALLOWED", "FAILURE_SWITCH_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED",
+           "command_refusal", "failure_switch_refusal", "launch", "model_refusal",
            "prune_checkpoints", "trainer_command", "trainer_config", "trainer_env",
            "users_own_command"]
 
@@ -42,16 +44,40 @@ MODEL_PATHS_NOT_ALLOWED = (
 another account's fine-tuned models among them, are not a tenant's to read."""
 
 
+FAILURE_SWITCH_NOT_ALLOWED = (
+    "{switch} makes the simulated trainer fail on purpose, a drill of the operator's "
+    "(it fails the run as the platform's fault, or re-schedules the job): this account may "
+    "not set it. The simulated trainer's pace (step_delay_s, step_noise, slow_step_every, "
+    "slow_step_factor) is anyone's to set")
+"""Why a simulated trainer's failure switch is refused (403, ``param="trainer.<switch>"``):
+only the accounts that may send commands (the local account and ``--allow-commands`` ones)
+may set one (docs/security.md)."""
+
+
 def users_own_command(job: Job) -> bool:
     """Whether the job runs a command the account sent (its failures are the user's)."""
     return isinstance(job.spec.trainer, CommandTrainer)
 
 
 def command_refusal(trainer: object, *, allow_commands: bool) -> str | None:
-    """Why a job's trainer may not run for its account, or None when it may."""
+    """Why a job's trainer may not run for its account, or None when it may: a command of
+    its own, or a simulated trainer's failure switch (:func:`failure_switch_refusal`), from
+    an account the operator does not trust with the server."""
     if isinstance(trainer, CommandTrainer) and not allow_commands:
         return COMMANDS_NOT_ALLOWED
-    return None
+    switch = failure_switch_refusal(trainer, allow_commands=allow_commands)
+    return switch[1] if switch else None
+
+
+def failure_switch_refusal(trainer: object, *, allow_commands: bool) -> tuple[str, str] | None:
+    """The failure switch (:data:`alallo.jobs.FAILURE_SWITCHES`) a simulated trainer sets
+    that its account may not, as ``(param, why)``; None when it sets none or may."""
+    if allow_commands or not isinstance(trainer, SimulatedTrainer):
+        return None
+    switch = trainer.failure_switch()
+    if switch is None:
+        return None
+    return f"trainer.{switch}", FAILURE_SWITCH_NOT_ALLOWED.format(switch=switch)
 
 
 def model_refusal(model: str, *, allow_commands: bool) -> str | None:

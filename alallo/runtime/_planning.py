@@ -41,6 +41,7 @@ from ..jobs import (
 )
 from ..settings import Settings
 from ..store import FileRow, Store
+from ._data_fit import DataFit
 from ._starting_weights import GetJob, starting_weights
 from ._training_files import TrainingFiles
 from ._views import CURRENCY, nodes_view, plan_view, time_range_view
@@ -68,6 +69,9 @@ class Planned(NamedTuple):
     max_steps: int
     start: StartingWeights | None
     """The weights the job continues from (None: its base model's own)."""
+    notes: tuple[str, ...] = ()
+    """What a new job's data loses to the model's context (:class:`DataFit`): the estimate's
+    ``warnings``, the job's ``WARNING`` events."""
 
 
 class Planning:
@@ -96,6 +100,7 @@ class Planning:
         self._scheduler = scheduler
         self._find_model = find_model
         self._get_job = get_job
+        self._fit = DataFit(files)
 
     def list_models(self) -> list[CatalogueModel]:
         """The model catalogue and the hub models in the Hugging Face cache, ``runnable_here``
@@ -145,7 +150,7 @@ class Planning:
         Raises:
             InvalidRequest: an unknown model or training file, or too many steps.
         """
-        spec, options, _, _ = await self.plan(account_id, spec)
+        spec, options, _, _, notes = await self.plan(account_id, spec)
         balance, billing_limit = await self._store.balance(account_id)
         if not options.options:
             reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
@@ -153,7 +158,7 @@ class Planning:
             return {"available": False, "reason": reason, "detail": options.detail,
                     "time": None, "price": None,
                     "capacity_free": False, "note": None, "plan": None,
-                    "allowed_to_proceed": False}
+                    "allowed_to_proceed": False, "warnings": list(notes)}
         plan = options.pick(spec.goal)
         wait = await self.wait_s(plan)
         time_range = estimate_time(plan, wait_s=wait)
@@ -168,45 +173,53 @@ class Planning:
             "note": None if wait == 0 else NO_CAPACITY_NOTE,
             "plan": plan_view(plan),
             "allowed_to_proceed": high <= balance + billing_limit,
+            "warnings": list(notes),
         }
 
     async def replan(self, job: Job) -> PlanOptions:
         """A job's plans again, with its measured memory (after a re-scheduling)."""
-        _, options, _, _ = await self.plan(job.account_id, job.spec,
-                                           memory_factor=job.memory_factor, job=job)
+        _, options, _, _, _ = await self.plan(job.account_id, job.spec,
+                                              memory_factor=job.memory_factor, job=job)
         return options
 
     async def plan(self, account_id: str, spec: JobSpec | Mapping[str, Any], *,
                    memory_factor: float = 1.0, job: Job | None = None) -> Planned:
-        """The spec (validated), its plans on this pool, its number of steps, and the
-        weights it starts from (those of ``job`` when it exists already).
+        """The spec (validated), its plans on this pool, its number of steps, the
+        weights it starts from (those of ``job`` when it exists already), and, for a new job
+        (no ``job``), what its data loses to the model's context (:meth:`_data_notes`).
 
         Raises:
             pydantic.ValidationError: a malformed spec.
             InvalidRequest: an unknown model, training or validation file, fine-tuned model
-                or checkpoint; too many steps.
+                or checkpoint; too many steps; an example that cannot train (its line).
         """
         if not isinstance(spec, JobSpec):
             spec = JobSpec.model_validate(spec)
-        start = job.init_from if job is not None else await starting_weights(
-            account_id, spec, find_model=self._find_model, get_job=self._get_job)
-        model = await self.find_model(start.base_model if start else spec.model)
+        # The account's own rows first, the hub last: a model looked up on the hub is
+        # remembered (and listed by GET /v1/models), so a refused spec must not get there.
         file = await self._store.get_file(account_id, spec.training_file)
         if file is None:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
         _suits_the_method(spec, file, "training_file")
-        eval_examples = 0
+        validation = None
         if spec.validation_file:
             validation = await self._store.get_file(account_id, spec.validation_file)
             if validation is None:
                 raise InvalidRequest(f"no validation file {spec.validation_file!r}",
                                      param="validation_file")
             _suits_the_method(spec, validation, "validation_file")
+        max_steps = self._max_steps(spec, file.line_count)
+        start = job.init_from if job is not None else await starting_weights(
+            account_id, spec, find_model=self._find_model, get_job=self._get_job)
+        model = await self.find_model(start.base_model if start else spec.model)
+        notes = await self._data_notes(account_id, spec, model, file, validation) \
+            if job is None else ()
+        eval_examples = 0
+        if validation is not None:
             self._files.remember(validation)
             eval_examples = validation.line_count
         self._files.remember(file)
-        max_steps = self._max_steps(spec, file.line_count)
         options = plan_options(
             model, spec, self._pool, max_steps=max_steps,
             tokens_per_example=tokens_per_example(model, file.bytes, file.line_count),
@@ -221,7 +234,24 @@ class Planning:
                                       "This server does not have the model's weights")
             else:
                 options = PlanOptions(kept, options.verdict, options.detail)
-        return Planned(spec, options, max_steps, start)
+        return Planned(spec, options, max_steps, start, notes)
+
+    async def _data_notes(self, account_id: str, spec: JobSpec, model: CatalogueModel,
+                          file: FileRow, validation: FileRow | None) -> tuple[str, ...]:
+        """The job's files against the model's context (:class:`DataFit`), for jobs the
+        built-in TRL trainer runs (a node here that is not simulated): the notes on examples
+        that are cut.
+
+        Raises:
+            InvalidRequest: an example cannot train (``param`` the file's field).
+        """
+        if spec.trainer != "trl" or all(n.spec.simulated for n in self._pool.nodes.values()):
+            return ()
+        notes = [await self._fit.check(account_id, model, file, "training_file")]
+        if validation is not None:
+            note = await self._fit.check(account_id, model, validation, "validation_file")
+            notes.append(f"Validation file: {note}" if note else None)
+        return tuple(note for note in notes if note)
 
     async def wait_s(self, plan: Plan) -> float:
         """The scheduler's guess of the queue wait for ``plan`` (s; 0 before it runs)."""

@@ -4,12 +4,22 @@ checkpoint it resumes from, the config file and the command.
 
 What fails here fails the run, never the actor (issue 14): the answer is then the
 trainer protocol's ``error`` line the run reports, a user's or a platform's error.
+
+Where trainers run as another user (a root server), that user reaches neither the uploads
+nor other jobs' directories (:mod:`alallo.runtime._trainer_access`): the job's training and
+validation files, and the model or checkpoint of another job of the account it starts from,
+are hard-linked into its directory (``inputs/``, the server's, as the files linked: the
+trainer reads them and changes nothing of the originals; copies where they are on another
+file system), each readable by that user (an ACL entry), and the config names them there.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +27,9 @@ import trio
 
 from .._errors import InvalidRequest
 from ..capacity import Grant
-from ..executors import TrainerUser, hand_over
+from ..executors import INPUTS, TrainerUser, grant_read, hand_over
 from ..jobs import Job
-from ..trainers import Error
+from ..trainers import Error, TrainerConfig
 from ._job_context import JobContext
 from ._launch import command_refusal, model_refusal, trainer_command, trainer_config
 
@@ -48,13 +58,74 @@ def _resolved(jobs_dir: Path) -> Path:
     return jobs_dir.resolve()
 
 
+_INPUT_FIELDS = ("training_file", "validation_file", "model", "init_adapter")
+"""The config's paths a trainer reads but does not own: the uploads, and a model or
+checkpoint of another job of the account that it starts from."""
+
+
+def _brought_in(config: TrainerConfig, workdir: Path,
+                jobs_dir: Path) -> tuple[TrainerConfig, dict[Path, Path]]:
+    """``config`` reading its uploads, and what it starts from in another job's directory,
+    from its own ``inputs/``; and what to link there, as ``{link: source}``."""
+    inputs: dict[Path, Path] = {}
+    update: dict[str, str] = {}
+    for field in _INPUT_FIELDS:
+        value = getattr(config, field)
+        if not value or not os.path.isabs(value):
+            continue  # not a file: a hub model's name
+        source = Path(value)
+        uploaded = field in ("training_file", "validation_file")
+        if uploaded or (source.is_relative_to(jobs_dir) and not source.is_relative_to(workdir)):
+            link = workdir / INPUTS / f"{field}-{source.name}"
+            inputs[link] = source
+            update[field] = str(link)
+    return config.model_copy(update=update), inputs
+
+
 def _write_run(workdir: Path, run_dir: Path, config_path: Path, payload: str,
-               user: TrainerUser | None) -> None:
-    """Make the run's directory, write its config, hand the job's directory to the trainer
-    user (blocking: in a worker thread, so that a slow disk holds up this run only)."""
+               user: TrainerUser | None, inputs: dict[Path, Path]) -> None:
+    """Make the run's directory, write its config, link its ``inputs`` (link -> source),
+    hand the job's directory to the trainer user (blocking: in a worker thread, so that a
+    slow disk holds up this run only).
+
+    For a trainer user, the run's directory and ``inputs/`` are made anew: an earlier
+    trainer of the job may have left links there to where only the server may write."""
+    if user is not None:
+        for stale in (run_dir, workdir / INPUTS):
+            _remove(stale)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path.write_text(payload)
+    for link, source in inputs.items():
+        assert user is not None
+        if not link.parent.exists():  # the server's; the trainer may read it, not change it
+            link.parent.mkdir()
+            grant_read(user, link.parent)
+        if source.is_dir():
+            shutil.copytree(source, link, symlinks=True, copy_function=_link)
+        else:
+            _link(str(source), str(link))
+        for path in [link, *link.rglob("*")]:
+            if not path.is_symlink():
+                grant_read(user, path)
     hand_over(workdir, user)
+
+
+def _link(source: str, target: str) -> None:
+    """A hard link (the server's file, only read by the trainer); a copy across file
+    systems."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copyfile(source, target)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 @dataclass(frozen=True)
@@ -85,7 +156,8 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                       if job.spec.validation_file else None)
     except OSError as exc:
         return Error(kind="platform", message=f"cannot read the training file: {exc}")
-    workdir = _resolved(ctx.settings.jobs_dir) / job.id
+    jobs_dir = _resolved(ctx.settings.jobs_dir)
+    workdir = jobs_dir / job.id
     run_dir = workdir / f"attempt-{job.attempt + 1}"
     # The job's directory failing (a file in its place, a full disk) is this run's
     # platform error, restarted up to max_restarts.
@@ -98,10 +170,13 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                                 workdir=workdir, run_dir=run_dir, resume_from=resume_from,
                                 training_file=training_file, data_format=data_format,
                                 validation=validation, fenced=ctx.executor.fenced)
+        inputs: dict[Path, Path] = {}
+        if ctx.trainer_user is not None:  # it may not reach them where they are
+            config, inputs = _brought_in(config, workdir, jobs_dir)
         payload = config.model_dump_json(indent=2)
         config_path = run_dir / "config.json"
         await trio.to_thread.run_sync(_write_run, workdir, run_dir, config_path, payload,
-                                      ctx.trainer_user, limiter=_disk_limiter())
+                                      ctx.trainer_user, inputs, limiter=_disk_limiter())
     except OSError as exc:
         return Error(kind="platform",
                      message=f"cannot prepare the run in the job's directory: {exc}")

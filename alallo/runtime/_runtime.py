@@ -29,11 +29,9 @@ import trio
 from actors import ActorRef, SupervisorStatistics
 
 from .. import api
-from .._errors import SettingError
 from .._trainer_registry import TrainerInfo, TrainerRegistry
 from ..capacity import Catalogue, CatalogueModel, SchedulerMessage
 from ..cluster import CheckpointStorage, Cluster, FileStorage, check_writable
-from ..executors import trainer_user
 from ..jobs import Event, Job, JobSpec, LogLine
 from ..settings import Settings
 from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
@@ -55,6 +53,7 @@ from ._ray_nodes import follow_ray_nodes, reach_ray
 from ._relocation import Relocation
 from ._starter import Starter
 from ._streams import Streams
+from ._trainer_access import open_to_trainer_user, resolve_trainer_user
 from ._training_files import TrainingFiles
 
 __all__ = ["LOCAL_ACCOUNT", "Runtime"]
@@ -71,7 +70,8 @@ class Runtime:
     Raises:
         SettingError: a setting that cannot work here: the trainer user does not
             exist, a node declares GPUs NVML does not find (at construction); the
-            storage URL cannot be written (on entering).
+            storage URL cannot be written, the trainer user cannot run a trainer
+            (on entering).
 
     Use as ``async with Runtime(settings) as rt``; leaving the block stops
     every job actor and its trainer (jobs that were running continue from
@@ -94,11 +94,8 @@ class Runtime:
         self.pool = open_pool(self.settings)  # this machine's GPUs, found by NVML
         self.trainers = TrainerRegistry(self.settings.trainers)
         """The trainers a job may name (:mod:`alallo._trainer_registry`)."""
-        try:
-            self.trainer_user = trainer_user(self.settings.trainer_user)
-            """The user trainers run as, when this server runs as root (None: its own)."""
-        except ValueError as exc:
-            raise SettingError(str(exc), param="trainer_user") from None
+        self.trainer_user = resolve_trainer_user(self.settings)
+        """The user trainers run as, when this server runs as root (None: its own)."""
         self.checkpoint_storage = CheckpointStorage(self.settings.shared_storage_url)
         self.file_storage = FileStorage(self.settings.shared_storage_url,
                                         self.settings.files_dir)
@@ -175,6 +172,7 @@ class Runtime:
         await reach_ray(self.job_context.executor)  # a Ray cluster that does not answer: one line
         await trio.to_thread.run_sync(self.store.open)
         self.api_key, self.api_key_created = await self.accounts.ensure_local()
+        await open_to_trainer_user(settings, self.trainer_user)  # or refuse: one line
         await self.cluster.register()
         self._registered = True
         self.store.announce_as = self.cluster.node_id

@@ -19,6 +19,10 @@ __all__ = ["FEED_PAGE", "Streams"]
 
 FEED_PAGE = 500
 """Jobs read from the account's feed at a time."""
+BACKLOG_PAGE = 500
+"""A job's stored items read at a time when a follower catches up: a follower that reads
+slowly holds one page, not the job's whole history (a WebSocket following one job 200 times
+held 200 copies of its log)."""
 
 _FINAL = frozenset(status.value for status in JobStatus if status.is_final)
 
@@ -61,8 +65,9 @@ class Streams:
         """:meth:`stream`, a list at a time: the items that were ready together.
 
         Each list is non-empty and in ``seq`` order; the backlog from the
-        store comes as one list, then each list holds what the bus had
-        buffered for this subscriber (the gateway sends a list as one chunk).
+        store comes in lists of up to :data:`BACKLOG_PAGE` items, then each list holds
+        what the bus had buffered for this subscriber (the gateway sends a list as one
+        chunk).
 
         Raises:
             NotFound: no such job in the account.
@@ -72,16 +77,24 @@ class Streams:
         while True:
             with self._bus.subscribe(job_id=job_id) as subscription:
                 job = await self._get_job(account_id, job_id)
-                backlog = [Item(job_id, kind, seq, public)
-                           for kind, seq, data in await self._store.items_after(
-                               job_id, cursor, kinds=("event", "log", "metrics"))
-                           if (public := _public_item(job_id, kind, data)) is not None]
-                if job.state_seq > cursor:
-                    backlog.append(Item(job_id, "job", job.state_seq, job_view(job, now=time.time())))
-                backlog.sort(key=lambda item: item.seq)
-                if backlog:
-                    yield backlog
-                    cursor = backlog[-1].seq
+                state = (Item(job_id, "job", job.state_seq, job_view(job, now=time.time()))
+                         if job.state_seq > cursor else None)
+                while True:  # the backlog, a page at a time, the job's state in its place
+                    rows = await self._store.items_after(
+                        job_id, cursor, kinds=("event", "log", "metrics"), limit=BACKLOG_PAGE)
+                    page = [Item(job_id, kind, seq, public) for kind, seq, data in rows
+                            if (public := _public_item(job_id, kind, data)) is not None]
+                    more = len(rows) == BACKLOG_PAGE
+                    if state is not None and (not more or state.seq <= rows[-1][1]):
+                        page.append(state)
+                        page.sort(key=lambda item: item.seq)
+                        state = None
+                    if page:
+                        yield page
+                    # past the page's last row, shown or not, and the job's state if sent
+                    cursor = max(cursor, rows[-1][1] if rows else 0, page[-1].seq if page else 0)
+                    if not more:
+                        break
                 if job.status.is_final and cursor >= job.state_seq:
                     return
                 try:

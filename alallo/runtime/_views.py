@@ -33,6 +33,7 @@ from ._fine_tuned import model_id
 
 __all__ = [
     "CURRENCY",
+    "account_view",
     "checkpoint_view",
     "event_view",
     "file_view",
@@ -204,6 +205,23 @@ def checkpoint_view(checkpoint: JobCheckpoint) -> api.Checkpoint:
         "step_number": checkpoint.step,
         "metrics": {"step": checkpoint.step, "train_loss": checkpoint.train_loss,
                     **{name: checkpoint.figures.get(name) for name in CHECKPOINT_FIGURES}},  # type: ignore[typeddict-item]
+    }
+
+
+def account_view(row: dict[str, Any]) -> api.Account:
+    """The caller's account from its row and ledger sums (:meth:`Store.account_summary`):
+    every amount rounded to the ledger's digit, so that sums of floats read as the ledger."""
+    def usd(amount: float) -> float:
+        return round(float(amount), PRICE_DIGITS) + 0.0  # + 0.0: never "-0.0"
+
+    balance, limit = usd(row["balance"]), usd(row["billing_limit"])
+    charges, refunds = usd(row["charges"]), usd(row["refunds"])
+    return {
+        "id": row["id"], "object": "account", "name": row["name"],
+        "created_at": row["created_at"], "balance": balance, "billing_limit": limit,
+        "available": usd(balance + limit),
+        "spend": {"charged": usd(charges - refunds), "refunded": refunds, "gross": charges},
+        "currency": CURRENCY,
     }
 
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._errors import NotFound
-from ._schema import accounts, api_keys
+from ._schema import accounts, api_keys, ledger
 
 if TYPE_CHECKING:
     from ._group_commit import GroupCommit
@@ -82,6 +82,30 @@ class AccountRows:
         allow_commands``), or None."""
         def run(c: sa.Connection) -> dict[str, Any] | None:
             row = c.execute(sa.select(accounts).where(accounts.c.id == account_id)).first()
+            return dict(row._mapping) if row else None
+        return await self._read(run)
+
+    async def account_summary(self, account_id: str) -> dict[str, Any] | None:
+        """An account's row with its ledger summed (``GET /v1/account``), or None.
+
+        Returns the keys of :meth:`get_account` and ``charges`` and ``refunds``: the sums of
+        the account's ledger entries of each kind (jobs and completions), USD, 0 when none.
+        One statement, so the balance and the sums are of the same moment (a charge
+        committed meanwhile is in all of them or in none). The sums read the account's
+        entries through the ledger's ``account_id`` index: 11-22 ms per 10,000 entries on
+        SQLite, 6 ms on PostgreSQL (``docs/api.md``, "Your account"); running totals on the
+        account's row would make it constant, at the price of a migration.
+        """
+        def total(kind: str) -> Any:
+            return (sa.select(sa.func.coalesce(sa.func.sum(ledger.c.amount), 0.0))
+                    .where(ledger.c.account_id == accounts.c.id, ledger.c.kind == kind)
+                    .scalar_subquery())
+
+        query = sa.select(accounts, total("charge").label("charges"),
+                          total("refund").label("refunds")).where(accounts.c.id == account_id)
+
+        def run(c: sa.Connection) -> dict[str, Any] | None:
+            row = c.execute(query).first()
             return dict(row._mapping) if row else None
         return await self._read(run)
 

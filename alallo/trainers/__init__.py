@@ -22,6 +22,14 @@ from typing import TYPE_CHECKING
 from alallo._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._data import UserDataError as UserDataError
+    from ._data import parse_rows as parse_rows
+    from ._encoders import CHAT_FORMATS as CHAT_FORMATS
+    from ._encoders import counting_encoder as counting_encoder
+    from ._encoders import has_chat_template as has_chat_template
+    from ._lengths import Encoder as Encoder
+    from ._lengths import Fit as Fit
+    from ._lengths import fit_examples as fit_examples
     from ._protocol import Checkpoint as Checkpoint
     from ._protocol import Done as Done
     from ._protocol import Error as Error
@@ -38,6 +46,14 @@ if TYPE_CHECKING:
     from .tiny import ensure_model as ensure_model
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
+    "CHAT_FORMATS": ("._encoders", "CHAT_FORMATS"),
+    "Encoder": ("._lengths", "Encoder"),
+    "Fit": ("._lengths", "Fit"),
+    "UserDataError": ("._data", "UserDataError"),
+    "counting_encoder": ("._encoders", "counting_encoder"),
+    "fit_examples": ("._lengths", "fit_examples"),
+    "has_chat_template": ("._encoders", "has_chat_template"),
+    "parse_rows": ("._data", "parse_rows"),
     "Checkpoint": ("._protocol", "Checkpoint"),
     "Done": ("._protocol", "Done"),
     "Error": ("._protocol", "Error"),
@@ -56,9 +72,12 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there."""
 
 __all__ = [
+    "CHAT_FORMATS",
     "Checkpoint",
     "Done",
+    "Encoder",
     "Error",
+    "Fit",
     "Integration",
     "Log",
     "Metrics",
@@ -66,10 +85,15 @@ __all__ = [
     "Stage",
     "TrainerConfig",
     "TrainerMessage",
+    "UserDataError",
     "WandbConfig",
+    "counting_encoder",
     "emit",
     "ensure_model",
+    "fit_examples",
+    "has_chat_template",
     "parse_line",
+    "parse_rows",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

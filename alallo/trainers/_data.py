@@ -12,7 +12,11 @@ formats TRL's ``SFTTrainer`` accepts:
 - ``messages``: ``{"messages": [{"role": ..., "content": ...}, ...]}``, a
   conversation, rendered with the model's chat template;
 - ``prompt_completion``: ``{"prompt": "...", "completion": "..."}``, trained
-  on the completion only.
+  on the completion only;
+
+and, for TRL's ``DPOTrainer``, preference pairs (``preference``, OpenAI's;
+``chosen_rejected``, TRL's), whose two answers must differ: an equal pair has nothing to
+teach, so it is the user's error, as on upload.
 
 Columns other than the format's are dropped. :func:`read_rows` needs nothing
 but the standard library, so the simulated trainer shares it without
@@ -37,6 +41,8 @@ __all__ = [
     "UserDataError",
     "file_hash",
     "load_training_dataset",
+    "parse_rows",
+    "read_numbered_rows",
     "read_rows",
     "tree_hash",
 ]
@@ -73,17 +79,37 @@ def read_rows(path: Path, data_format: DataFormat) -> list[dict[str, Any]]:
 
     Raises:
         UserDataError: The file is not UTF-8, holds no example, or a line is
-            not a JSON object with the format's columns of the right types.
+            not a JSON object with the format's columns of the right types, or is a
+            preference pair whose two answers are equal.
         OSError: The file cannot be read.
     """
+    return [row for _, row in read_numbered_rows(path, data_format)]
+
+
+def read_numbered_rows(path: Path, data_format: DataFormat) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_rows`, each row with its line in the file (1-based; blank lines count),
+    so that what is found later names the line.
+
+    Raises:
+        UserDataError, OSError: As :func:`read_rows`.
+    """
+    return parse_rows(path.read_bytes(), data_format)
+
+
+def parse_rows(data: bytes, data_format: DataFormat) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_numbered_rows` of a file's bytes.
+
+    Raises:
+        UserDataError: As :func:`read_rows`.
+    """
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserDataError(f"the training file is not UTF-8 text (byte {exc.start})") from exc
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            rows.append(_check_row(_parse(line, number), data_format, number))
+            rows.append((number, _check_row(_parse(line, number), data_format, number)))
     if not rows:
         raise UserDataError("the training file has no examples: expected one JSON object per line")
     return rows
@@ -163,16 +189,26 @@ def _check_row(row: dict[str, Any], data_format: DataFormat, number: int) -> dic
             "completion": _string(row, "completion", number),
         }
     if data_format == "chosen_rejected":
-        return {column: _string(row, column, number) for column in ("prompt", "chosen", "rejected")}
+        pair = {column: _string(row, column, number) for column in ("prompt", "chosen", "rejected")}
+        return _different(pair, number, '"chosen" and "rejected"')
     if data_format == "preference":
         given = row.get("input")
         if not isinstance(given, dict):
             raise UserDataError(f'line {number}: column "input" must be an object with '
                                 f'"messages", got {_kind(given)}')
-        return {"prompt": _messages(given, number, column="messages", shown="input.messages"),
-                "chosen": _messages(row, number, column="preferred_output"),
-                "rejected": _messages(row, number, column="non_preferred_output")}
+        return _different(
+            {"prompt": _messages(given, number, column="messages", shown="input.messages"),
+             "chosen": _messages(row, number, column="preferred_output"),
+             "rejected": _messages(row, number, column="non_preferred_output")},
+            number, '"preferred_output" and "non_preferred_output"')
     return {"messages": _messages(row, number)}
+
+
+def _different(pair: dict[str, Any], number: int, columns: str) -> dict[str, Any]:
+    if pair["chosen"] == pair["rejected"]:
+        raise UserDataError(f"line {number}: {columns} are the same answer, so the pair has "
+                            "nothing to teach: prefer one answer over a different one")
+    return pair
 
 
 def _string(row: dict[str, Any], column: str, number: int) -> str:

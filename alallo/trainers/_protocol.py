@@ -112,7 +112,10 @@ class TrainerConfig(BaseModel):
     """Module names or ``"all-linear"``; None: peft's known modules for the architecture."""
     warmup_ratio: float = Field(default=0.0, ge=0, lt=1)
     weight_decay: float = Field(default=0.0, ge=0)
-    max_seq_length: int = Field(default=128, gt=0)
+    max_seq_length: int | None = Field(default=None, gt=0)
+    """The tokens a training sequence may hold (longer ones are cut, as TRL cuts them);
+    None: the model's context, as its ``config.json`` gives it (what the server checks a
+    job's data against before it runs, and what its plans count per example)."""
     seed: int = 0
     logging_steps: int = Field(default=10, gt=0)
     """Report the loss every this many steps (the seeds: every 10 steps)."""

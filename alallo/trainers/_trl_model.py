@@ -7,19 +7,21 @@ Part of :mod:`alallo.trainers.trl`; imported in the trainer's process only.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _trl_attention as sequence_attention
 from ._protocol import TrainerConfig
+from ._trl_4bit import bnb_config, quantized_share, ready_for_lora
 
 if TYPE_CHECKING:
     from peft import LoraConfig
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["MESSAGE_CHARS", "UserModelError", "bnb_config", "drops_out", "is_users_model",
+__all__ = ["MESSAGE_CHARS", "UserModelError", "drops_out", "is_users_model",
            "keeps_apart", "trains_in_bf16",
            "load_model", "lora_config", "quiet_libraries", "shortened", "use_padding_free"]
 
@@ -35,7 +37,12 @@ MESSAGE_CHARS = 300
 
 def quiet_libraries() -> None:
     """Silence transformers' and datasets' progress bars and notices: the job's log is for
-    the user, not for the libraries' authors."""
+    the user, not for the libraries' authors. Likewise the notices of bitsandbytes (which
+    peft imports) and of the ``kernels`` package it asks for a faster CPU kernel from the
+    Hugging Face Hub: offline, none is found, bitsandbytes' own kernels serve, and nothing
+    changes for the job."""
+    for library in ("bitsandbytes", "kernels"):
+        logging.getLogger(library).setLevel(logging.ERROR)
     import transformers
 
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
@@ -49,23 +56,26 @@ def quiet_libraries() -> None:
 def load_model(
     config: TrainerConfig, *, bf16: bool
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model and tokenizer at ``config.model``: 4-bit (NF4, double quantization) for
-    ``precision="4-bit"``, a bf16 frozen base under LoRA when ``bf16``; the tokenizer's pad
-    token falls back to its end-of-sequence token.
+    """The model and tokenizer at ``config.model``: NF4 4-bit weights for
+    ``precision="4-bit"`` (:mod:`alallo.trainers._trl_4bit`), a bf16 frozen base under LoRA
+    when ``bf16`` on a GPU; the tokenizer's pad token falls back to its end-of-sequence token.
 
     Raises:
-        UserModelError: the user's own model directory cannot be loaded (a catalogue model's
-            failure is the platform's, raised as the library raised it).
+        UserModelError: the user's own model directory cannot be loaded, or has no layer
+            that 4-bit quantizes (a catalogue model's failure is the platform's, raised as
+            the library raised it).
         RuntimeError: 4-bit without bitsandbytes installed.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    cuda = torch.cuda.is_available()
     kwargs: dict[str, Any] = {}
     if config.precision == "4-bit":
         kwargs["quantization_config"] = bnb_config(bf16=bf16)
-        kwargs["device_map"] = {"": 0}
-    if bf16 and config.adapter == "lora" and torch.cuda.is_available():
+        if cuda:  # each torchrun rank on its own GPU (bitsandbytes' weights cannot move later)
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    if bf16 and config.adapter == "lora" and cuda:
         # On a GPU the frozen base can live in bf16 (half the memory); full fine-tuning,
         # and any run on the CPU, keep fp32 weights and train under bf16 autocast: a
         # bf16 base on the CPU saved little time and cost the tiny model what it learns.
@@ -83,11 +93,12 @@ def load_model(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if config.precision == "4-bit":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(  # type: ignore[no-untyped-call]
-            model, use_gradient_checkpointing=True
-        )
+        if quantized_share(model) == 0.0:
+            # Trained at full precision while the job says 4-bit: refused, not pretended.
+            raise UserModelError(
+                f"the model {config.model_name} has no layer that bitsandbytes quantizes to "
+                f'4-bit ({type(model).__name__}): train it with precision "16-bit"')
+        model = ready_for_lora(model, bf16=bf16)
     return model, tokenizer
 
 
@@ -139,26 +150,6 @@ def trains_in_bf16(*, cuda: bool) -> bool:
              for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
     return (any(unit is not None and unit() for unit in units)
             and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
-
-
-def bnb_config(*, bf16: bool) -> Any:
-    """QLoRA's quantization (Dettmers et al. 2023): NF4 weights, double quantization,
-    computing in bf16 where the GPU has it, else fp16.
-
-    Raises:
-        RuntimeError: bitsandbytes is not installed.
-    """
-    import torch
-    from transformers import BitsAndBytesConfig
-
-    if importlib.util.find_spec("bitsandbytes") is None:
-        raise RuntimeError("4-bit training needs the bitsandbytes package, which is not installed")
-    return BitsAndBytesConfig(  # type: ignore[no-untyped-call]
-        load_in_4bit=True,
-        bnb_4bit_quant_type="nf4",
-        bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
-    )
 
 
 def lora_config(config: TrainerConfig, model: PreTrainedModel) -> LoraConfig:

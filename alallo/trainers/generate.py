@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._env import QUIET_ENV
+
 __all__ = ["main", "safe_end"]
 
 _write_lock = threading.Lock()
@@ -243,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="build the built-in tiny model "
                         "into --model when it is not there yet")
     args = parser.parse_args(argv)
+    # Offline, as every trainer: the model is a local folder, and nothing imported may fetch
+    # code from the hub (bitsandbytes asks it for a CPU kernel on AVX-512 BF16 machines).
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
     try:
         from alallo.trainers._trl_model import quiet_libraries
         quiet_libraries()

@@ -12,8 +12,12 @@ line on stderr when the adapter or its base cannot be read.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 from pathlib import Path
+
+from ._env import QUIET_ENV
 
 
 def merge(adapter: Path, out: Path) -> None:
@@ -38,6 +42,12 @@ def merge(adapter: Path, out: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """The command line: ``ADAPTER_DIR OUT_DIR``."""
+    # Offline, as every trainer: the base and the adapter are local folders, and nothing
+    # imported may fetch code from the hub (bitsandbytes asks it for a CPU kernel).
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for library in ("bitsandbytes", "kernels"):  # their notices are not the user's error line
+        logging.getLogger(library).setLevel(logging.ERROR)
     try:
         merge(Path(argv[1]), Path(argv[2]))
     except (OSError, ValueError) as exc:

@@ -20,12 +20,18 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = [
     "CHAT_TEMPLATE",
+    "CONTEXT_LENGTH",
     "EOS_TOKEN",
     "TINY_GPT2",
     "build_tiny_gpt2",
+    "byte_level_tokenizer",
     "ensure_model",
 ]
 
@@ -49,6 +55,8 @@ _N_LAYER = 2
 _N_HEAD = 2
 _N_EMBD = 64
 _N_POSITIONS = 256
+CONTEXT_LENGTH = _N_POSITIONS
+"""The model's context in tokens (its ``n_positions``)."""
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -94,6 +102,9 @@ def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
+        # mkdtemp's 0700 would hide the model from the trainers of a root server (another
+        # user) when the server's inference worker built it first.
+        tmp.chmod(0o755)
         _write_model(tmp, seed=seed)
         try:
             os.rename(tmp, path)
@@ -106,19 +117,33 @@ def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
     return path
 
 
-def _write_model(directory: Path, *, seed: int) -> None:
-    import torch
+def byte_level_tokenizer() -> Tokenizer:
+    """The model's tokenizer (the ``tokenizers`` package's, no torch): one token per UTF-8
+    byte, ``<|endoftext|>`` the special token :data:`EOS_TOKEN` (id 256). The model's
+    ``tokenizer.json`` is this one saved; the server counts tokens with it before the
+    model is built (:mod:`alallo.trainers._lengths`).
+
+    Raises:
+        ImportError: the ``tokenizers`` package is not installed (``alallo[train]``).
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
     byte_symbols = _bytes_to_unicode()
     vocab = {symbol: i for i, symbol in enumerate(byte_symbols[b] for b in range(256))}
-    eos_id = len(vocab)
-    vocab[EOS_TOKEN] = eos_id
+    vocab[EOS_TOKEN] = len(vocab)
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([EOS_TOKEN])
+    return backend
+
+
+def _write_model(directory: Path, *, seed: int) -> None:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    backend = byte_level_tokenizer()
+    eos_id = backend.token_to_id(EOS_TOKEN)
     tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend,
         eos_token=EOS_TOKEN,
@@ -130,7 +155,7 @@ def _write_model(directory: Path, *, seed: int) -> None:
     tokenizer.chat_template = CHAT_TEMPLATE
 
     config = GPT2Config(
-        vocab_size=len(vocab),
+        vocab_size=backend.get_vocab_size(),
         n_positions=_N_POSITIONS,
         n_embd=_N_EMBD,
         n_layer=_N_LAYER,

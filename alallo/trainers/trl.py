@@ -8,7 +8,8 @@ builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
 
 1. ``Log`` + ``Stage(model_loaded)`` (hash: the model's ``config.json``),
    ``Stage(data_loaded)`` (hash: the training file), ``Stage(validation_loaded)``
-   with a validation file, ``Stage(training_start)``;
+   with a validation file, a ``Log`` naming the examples cut to the model's context
+   (``max_seq_length``, by default the context), ``Stage(training_start)``;
 2. one ``Progress`` per optimizer step, carrying the loss (the mean since the
    previous report, as ``Trainer`` logs it) every ``logging_steps`` and at the
    last step, each with a ``Metrics`` line (loss, mean token accuracy, learning
@@ -26,9 +27,11 @@ builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
    model; both with the tokenizer), then ``Done`` (with ``stopped_at`` and
    ``best_step`` when it stopped early) and exit 0.
 
-What the user gave is the user's to fix: a bad data line, an impossible
-setting, or their own model (an absolute path, not a catalogue name) that
-has no ``config.json`` or that transformers cannot load, each end with
+What the user gave is the user's to fix: a bad data line, an example that
+cannot train within the model's context (its prompt fills it: TRL would drop it,
+and a dataset it empties fails in torch's sampler; :mod:`~alallo.trainers._trl_fit`
+names the line), an impossible setting, or their own model (an absolute path, not a
+catalogue name) that has no ``config.json`` or that transformers cannot load, each end with
 ``Error(kind="user")``, so the job fails at once with "Training failed: ..."
 and is not restarted. Anything else, alallo's own models included (a
 catalogue model that does not load is alallo's fault), and out of memory,
@@ -40,7 +43,8 @@ speaks the protocol (:mod:`alallo.trainers._ranks`).
 
 LoRA targets GPT-2's ``c_attn``, peft's known modules for the other
 architectures peft knows, and every linear layer otherwise. ``4-bit`` is
-QLoRA through bitsandbytes and needs CUDA. Training runs in bf16 (mixed
+QLoRA through bitsandbytes, on CUDA or on the CPU (NF4 weights,
+:mod:`alallo.trainers._trl_4bit`). Training runs in bf16 (mixed
 precision) where the machine has bf16 units: a GPU that supports it, a CPU with
 AMX or AVX-512 BF16 (:func:`~alallo.trainers._trl_model.trains_in_bf16`); elsewhere in
 fp32. On the CPU a batch's examples are laid end to end in one row and each is attended
@@ -67,11 +71,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ._data import UserDataError, file_hash, read_rows
+from ._data import UserDataError, file_hash, read_numbered_rows
 from ._env import QUIET_ENV
 from ._fence import exit_if_superseded
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
 from ._ranks import die_with_launcher, rank, world_size
+from ._trl_4bit import quantized_share
+from ._trl_fit import check_fit, check_kept, numbered, sequence_length
 from ._trl_model import (
     UserModelError,
     is_users_model,
@@ -161,9 +167,9 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     if config.precision == "4-bit" and config.adapter != "lora":
         raise _SettingsError('precision "4-bit" needs adapter "lora" (QLoRA), got "full"')
     data_file = Path(config.training_file)
-    rows = read_rows(data_file, config.data_format)
-    validation_rows = (read_rows(Path(config.validation_file),
-                                 config.validation_format or config.data_format)
+    rows = read_numbered_rows(data_file, config.data_format)
+    validation_format = config.validation_format or config.data_format
+    validation_rows = (read_numbered_rows(Path(config.validation_file), validation_format)
                        if config.validation_file else None)
     resume_step = checkpoint_step(Path(config.resume_from)) if config.resume_from else None
 
@@ -176,44 +182,45 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         # needs it first (build_tiny_gpt2 is safe to race).
         out(Log(text=f"Building model {TINY_GPT2}"))
         build_tiny_gpt2(model_dir)
-    out(Log(text=f"Loading model {config.model_name}"))
+    out(Log(text=f"Loading model {config.model_name}"
+                 + (" in 4-bit (NF4, QLoRA)" if config.precision == "4-bit" else "")))
     import torch
 
     cuda = torch.cuda.is_available()
-    if config.precision == "4-bit" and not cuda:
-        raise _SettingsError('precision "4-bit" needs a GPU (QLoRA); this machine has none')
     bf16 = trains_in_bf16(cuda=cuda)
     quiet_libraries()
     model, tokenizer = load_model(config, bf16=bf16)
+    if config.precision == "4-bit":
+        out(Log(text=f"Quantized {quantized_share(model):.0%} of the model's weights to 4-bit; "
+                     "the embeddings, norms and output layer keep their precision"))
     if config.init_adapter is not None:
         out(Log(text=f"Starting from the adapter at {config.init_adapter}"
                      + (", merged into the model" if config.adapter == "full" else "")))
         model = with_starting_adapter(config, model)
     choose_threads(model, cuda=cuda)
     out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
-    if config.data_format in ("messages", "preference") and not tokenizer.chat_template:
+    if {config.data_format, validation_format} & {"messages", "preference"} \
+            and not tokenizer.chat_template:
         raise _SettingsError(
             f"model {config.model_name} has no chat template, so it cannot train on "
             f'{config.data_format} data: use the "text" or "prompt_completion" format'
             + (' (for DPO, "prompt", "chosen" and "rejected")'
                if config.data_format == "preference" else ""))
 
-    from datasets import Dataset
-
-    dataset = Dataset.from_list(rows)
+    dataset = numbered(rows)
     out(Log(text=f"Loaded {len(rows)} training examples"))
     out(Stage(stage="data_loaded", hash=file_hash(data_file)))
     eval_dataset = None
     if validation_rows is not None and config.validation_file:
-        eval_dataset = Dataset.from_list(validation_rows)
+        eval_dataset = numbered(validation_rows)
         out(Log(text=f"Loaded {len(validation_rows)} validation examples"))
         out(Stage(stage="validation_loaded", hash=file_hash(Path(config.validation_file))))
 
-    max_length = config.max_seq_length
-    model_max = getattr(model.config, "max_position_embeddings", None)
-    if isinstance(model_max, int) and max_length > model_max:
-        out(Log(text=f"max_seq_length {max_length} is over the model's limit, using {model_max}"))
-        max_length = model_max
+    max_length = sequence_length(config, model, out)
+    check_fit(rows, config.data_format, tokenizer, max_length, out, model_name=config.model_name)
+    if validation_rows is not None:
+        check_fit(validation_rows, validation_format, tokenizer, max_length, out,
+                  model_name=config.model_name, validation=True)
     run = start_wandb(config.wandb, out) if config.wandb and rank() == 0 else None
     if world_size() > 1:
         out(Log(text=f"Distributed training: world size {world_size()}, "
@@ -222,6 +229,10 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         config, model, tokenizer, (dataset, eval_dataset), out, run,
         max_length=max_length, cuda=cuda, bf16=bf16,
     )
+    check_kept(trainer.train_dataset, [line for line, _ in rows], max_length)
+    if validation_rows is not None:
+        check_kept(trainer.eval_dataset, [line for line, _ in validation_rows], max_length,
+                   validation=True)
 
     if resume_step is not None:
         out(Log(text=f"Resuming from checkpoint at step {resume_step}"))

@@ -144,6 +144,7 @@ def test_a_live_servers_answers_have_exactly_the_types_keys(
         (client.capacity(), shapes.Capacity, "capacity()"),
         (client.list_models(), shapes.ModelList, "list_models()"),
         (client.list_trainers(), shapes.TrainerList, "list_trainers()"),
+        (client.account(), shapes.Account, "account()"),
     ]
     for value, td, where in answers:
         assert_shape(value, td, where)

@@ -93,6 +93,23 @@ async def test_no_server_and_no_key_are_client_errors() -> None:
         await keyless.get_job("ft-1")
 
 
+async def test_account_reads_the_keys_own_account() -> None:
+    seen: list[tuple[str, str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, str(request.url), request.headers.get("authorization")))
+        if len(seen) > 1:
+            return httpx.Response(401, json={"error": {
+                "code": "unauthorized", "message": "invalid API key", "param": None}})
+        return httpx.Response(200, json={"id": "acct-1", "object": "account", "balance": 2.0})
+
+    async with client_for(handler) as client:
+        assert (await client.account())["balance"] == 2.0
+        with pytest.raises(alallo.Unauthorized):
+            await client.account()
+    assert seen == [("GET", "http://alallo.test/v1/account", "Bearer k-test")] * 2
+
+
 async def test_iterators_page_through_everything_oldest_first() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         after = int(request.url.params.get("after", 0)) if "ft-1/" in request.url.path else 0

@@ -137,6 +137,23 @@ def test_requests_carry_the_key_and_the_paths_of_api_md() -> None:
     ]
 
 
+def test_account_reads_the_keys_own_account_and_a_refused_key_is_unauthorized() -> None:
+    mine = {"id": "acct-1", "object": "account", "balance": 1.5,
+            "spend": {"charged": 0.25, "refunded": 0, "gross": 0.25}}
+    seen: list[tuple[str, str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, str(request.url), request.headers.get("authorization")))
+        return httpx.Response(200, json=mine)
+
+    with client_for(handler) as client:
+        assert client.account() == mine
+    assert seen == [("GET", "http://alallo.test/v1/account", "Bearer k-test")]
+    refused = client_for(lambda request: error(401, "unauthorized", "invalid API key"))
+    with pytest.raises(alallo.Unauthorized):
+        refused.account()
+
+
 def test_create_job_sends_only_the_fields_given() -> None:
     bodies: list[object] = []
 

@@ -9,8 +9,11 @@ import pytest
 
 from alallo._trainer_registry import TrainerRegistry
 from alallo.capacity import Grant, Placement
-from alallo.jobs import JobSpec, Plan
+from alallo.jobs import CommandTrainer, JobSpec, Plan, SimulatedTrainer
 from alallo.runtime._launch import (
+    COMMANDS_NOT_ALLOWED,
+    command_refusal,
+    failure_switch_refusal,
     launch,
     prune_checkpoints,
     trainer_command,
@@ -75,3 +78,18 @@ def test_the_hub_token_goes_to_the_built_in_trainer_alone(tmp_path: Path) -> Non
             update={"trainer": JobSpec.model_validate(
                 {"model": "m", "training_file": "f", "trainer": trainer}).trainer})})
         assert "HF_TOKEN" not in launch(other, placement, ["py"], tmp_path, None, token).env
+
+
+@pytest.mark.parametrize("switch", [{"fail_at_step": 2}, {"memory_surprise": 2.0}])
+def test_a_failure_switch_runs_only_for_an_account_trusted_with_commands(
+        switch: dict[str, float]) -> None:
+    trainer = SimulatedTrainer.model_validate(switch)
+    name = next(iter(switch))
+    param, why = failure_switch_refusal(trainer, allow_commands=False) or ("", "")
+    assert param == f"trainer.{name}" and why.startswith(f"{name} makes the simulated")
+    assert command_refusal(trainer, allow_commands=False) == why  # refused at run time too
+    assert command_refusal(trainer, allow_commands=True) is None
+    pace = SimulatedTrainer(step_delay_s=0.5, step_noise=0.3, slow_step_every=2)
+    assert command_refusal(pace, allow_commands=False) is None
+    assert command_refusal(CommandTrainer(command=["sh"]),
+                           allow_commands=False) == COMMANDS_NOT_ALLOWED

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -126,8 +127,24 @@ def test_a_ray_setup_without_shared_storage_is_refused_with_one_line(tmp_path: P
         f"sqlite:///{(tmp_path / 'd').resolve() / 'alallo.db'}")
 
 
-def launch(tmp_path: Path, command: list[str]) -> tuple[subprocess.Popen[str], Path]:
-    """The node launcher on a launch file for ``command``: run ``run-1``, its job's current."""
+Launched = list[subprocess.Popen[str]]
+
+
+@pytest.fixture
+def launched() -> Iterator[Launched]:
+    """The launchers a test started: killed and reaped at its end, passed or failed."""
+    processes: Launched = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def launch(tmp_path: Path, command: list[str], launched: Launched,
+           ) -> tuple[subprocess.Popen[str], Path]:
+    """The node launcher on a launch file for ``command``: run ``run-1``, its job's current
+    (added to ``launched``, the fixture that reaps it)."""
     run = tmp_path / "attempt-1"
     run.mkdir()
     fence = write_fence(tmp_path, "run-1")
@@ -137,6 +154,7 @@ def launch(tmp_path: Path, command: list[str]) -> tuple[subprocess.Popen[str], P
     process = subprocess.Popen(
         [sys.executable, "-m", "alallo.executors._node_launcher", str(run / "launch.json")],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "SECRET_TOKEN": "x"})
+    launched.append(process)
     return process, run
 
 
@@ -159,17 +177,18 @@ def alive(pid: int) -> bool:
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
-def test_the_launcher_runs_the_trainer_scrubbed_and_returns_its_exit(tmp_path: Path) -> None:
+def test_the_launcher_runs_the_trainer_scrubbed_and_returns_its_exit(
+        tmp_path: Path, launched: Launched) -> None:
     show = "import json, os, sys; print(json.dumps({k: os.environ.get(k) for k in " \
            "['JOB_VAR', 'SECRET_TOKEN', 'ALALLO_RUN_ID']})); sys.exit(3)"
-    process, _ = launch(tmp_path, [sys.executable, "-c", show])
+    process, _ = launch(tmp_path, [sys.executable, "-c", show], launched)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 3
     assert json.loads(out) == {"JOB_VAR": "1", "SECRET_TOKEN": None, "ALALLO_RUN_ID": "run-1"}
 
 
-def test_a_superseded_run_stops_its_trainer_and_exits(tmp_path: Path) -> None:
-    process, run = launch(tmp_path, SLEEP)
+def test_a_superseded_run_stops_its_trainer_and_exits(tmp_path: Path, launched: Launched) -> None:
+    process, run = launch(tmp_path, SLEEP, launched)
     pid = trainer_pid(run, process)
     write_fence(tmp_path, "run-2")  # the job moved on: another run is current
     out, _ = process.communicate(timeout=30)
@@ -177,8 +196,8 @@ def test_a_superseded_run_stops_its_trainer_and_exits(tmp_path: Path) -> None:
     assert "Run run-1 was superseded by run-2" in out
 
 
-def test_a_stop_from_ray_stops_the_trainers_group(tmp_path: Path) -> None:
-    process, run = launch(tmp_path, SLEEP)
+def test_a_stop_from_ray_stops_the_trainers_group(tmp_path: Path, launched: Launched) -> None:
+    process, run = launch(tmp_path, SLEEP, launched)
     pid = trainer_pid(run, process)
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=30)

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from alallo import EventType, InvalidRequest, JobStatus, NotFound, Runtime, Settings, Unauthorized
+from alallo.runtime import _streams
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
@@ -117,3 +118,29 @@ async def test_a_crashed_job_actor_restarts_from_its_durable_checkpoint(tmp_path
         restarted = [e.message for e in events if e.type is EventType.JOB_RESTARTED]
         assert restarted == ["Job restarted from the checkpoint at step 10: "
                              "its actor restarted after an error"]
+
+
+async def test_a_long_backlog_streams_a_page_at_a_time_in_order_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A follower catching up holds one page of the job's history, not all of it (a
+    # WebSocket following one job 200 times held 200 copies of its log): pages of 7 here.
+    monkeypatch.setattr(_streams, "BACKLOG_PAGE", 7)
+    async with Runtime(Settings(data_dir=tmp_path)) as rt:
+        account = await rt.authenticate(rt.api_key)
+        file = await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        spec = simulated(file.id, 30, 0.0) | {"hyperparameters": {
+            "max_steps": 30, "logging_steps": 1}}
+        job = await rt.create_job(account, spec)
+        with trio.fail_after(30):
+            async for _ in rt.stream(account, job.id):
+                pass
+        stored = [seq for _, seq, _ in await rt.store.items_after(
+            job.id, 0, kinds=("event", "log", "metrics"))]
+        done = await rt.get_job(account, job.id)
+        for after in (0, stored[10]):
+            batches = [batch async for batch in rt.stream_batches(account, job.id, after=after)]
+            seqs = [item.seq for batch in batches for item in batch]
+            assert max(len(batch) for batch in batches) <= 7 + 1, "a page, and the job's state"
+            assert seqs == sorted(set(seqs)), "in order, each once"
+            assert seqs == [seq for seq in stored if seq > after] + [done.state_seq]
+            assert batches[-1][-1].kind == "job" and batches[-1][-1].data["status"] == "succeeded"

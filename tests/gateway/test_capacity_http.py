@@ -35,7 +35,7 @@ async def test_a_simulated_fleet_plans_queues_and_refuses(server_factory: Factor
         models = {m["id"]: m for m in (await c.get("/v1/models")).json()["data"]}
         assert models["meta-llama/Llama-3.1-8B"]["runnable_here"]
 
-        # 70B at 16-bit needs 4 H100s, the node has 2; at 4-bit one is enough.
+        # 70B at 16-bit needs 4 H100s, the node has 2; at 4-bit two are enough.
         estimate = (await c.post("/v1/fine_tuning/estimates", json={
             "model": "meta-llama/Llama-3.1-70B", "training_file": file["id"]})).json()
         assert estimate["available"] is False

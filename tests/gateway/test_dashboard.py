@@ -15,7 +15,7 @@ import pytest
 from browser import TIMEOUT_MS
 from playwright.sync_api import Browser, Page, expect
 from support import EXAMPLES, LiveServer
-from test_tenants import new_account
+from test_tenants import new_account, wait_final
 
 from alallo._money import format_money
 
@@ -62,8 +62,14 @@ def test_a_sign_in_link_sets_the_session_once(browser: Browser, api: httpx.Clien
     assert response is not None and response.status == 401
     context.close()
     anonymous = browser.new_page()
+    asked: list[str] = []
+    anonymous.on("request", lambda request: asked.append(request.url))
     anonymous.goto(f"{live_server.url}/")
     expect(anonymous.locator("main")).to_contain_text("Sign in with the link")
+    # The account's figures are asked for only once signed in: a signed-out page asking
+    # would only get a 401 (an error in the console).
+    assert not [url for url in asked if "/v1/account" in url]
+    expect(anonymous.locator("#account")).to_be_hidden()
     anonymous.close()
 
 
@@ -171,6 +177,23 @@ def test_another_accounts_job_page_shows_what_an_unknown_ids_page_shows(
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(f"{live_server.url}{link}")
+    # The header shows the signed-in account's own money, and follows its charges live.
+    header = page.locator("#account")
+    expect(header.locator('[data-field="name"]')).to_have_text("stranger")
+    expect(header.locator('[data-field="balance"]')).to_have_text("$100.00")
+    expect(header.locator('[data-field="spent"]')).to_have_text("$0.00")
+    with httpx.Client(base_url=live_server.url, timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}) as stranger:
+        job = create_job(stranger, {"type": "simulated", "step_delay_s": 0.02}, steps=20)
+        done = wait_final(stranger, job["id"])
+        account = stranger.get("/v1/account").json()
+    assert done["status"] == "succeeded", done["message"]
+    assert 0 < account["spend"]["charged"] < 0.01, "small: its money reads past the cents"
+    # Read again at most every 3 s (dashboard.md): a wait longer than expect's 5 s default.
+    expect(header.locator('[data-field="spent"]')).to_have_text(
+        format_money(account["spend"]["charged"]), timeout=TIMEOUT_MS)
+    expect(header.locator('[data-field="balance"]')).to_have_text(
+        format_money(account["balance"]))
     seen = []
     for job_id in (owners["id"], unknown_id):
         response = page.goto(f"{live_server.url}/jobs/{job_id}")

@@ -1,12 +1,18 @@
 """DPO with real TRL, through the job lifecycle: preference pairs in OpenAI's form and in
-TRL's, checked at upload line by line; a preference file given to a supervised job (and the
-reverse) refused in so many words; DPO's own figures in the log; its estimate counting two
-sequences and the reference model (issue 18)."""
+TRL's, checked at upload line by line (an equal pair too: issue 31); a preference file given
+to a supervised job (and the reverse) refused in so many words; DPO's own figures in the
+log; its estimate counting two sequences and the reference model (issue 18); prompts
+against the model's context (issue 31): those that fit train, those that fill it are
+refused by their line at create, or fail the job as the user's error, never alallo's."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import re
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +22,32 @@ from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject
 
 GOOD, BAD = ("good", "great", "kind", "clear"), ("bad", "rude", "wrong", "mean")
+
+
+def seen_pairs(count: int, *, system: str = "Answer well.") -> bytes:
+    """Issue 31's pairs: OpenAI's format, a system message and three turns; on the tiny
+    model (one token a byte) the prompt is 132 tokens and the longer sequence 151, over
+    the 128 the trainer cut to before, within the model's context of 256."""
+    return b"".join(json.dumps({
+        "input": {"messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Question {i:02d}: how was the film?"},
+            {"role": "assistant", "content": "Which part of it?"},
+            {"role": "user", "content": "The ending."}]},
+        "preferred_output": [{"role": "assistant", "content": "It was good, yes."}],
+        "non_preferred_output": [{"role": "assistant", "content": "It was bad, sadly"}],
+    }).encode() + b"\n" for i in range(count))
+
+
+LONG_SYSTEM = "Answer well." + " Be kind." * 15
+"""A system message that makes :func:`seen_pairs`' prompts 267 tokens: over the context."""
+
+
+async def platform_failures(client: httpx.AsyncClient) -> float:
+    metrics = (await client.get("/metrics")).text
+    found = re.search(r"^alallo_job_platform_failures_total (\S+)$", metrics, re.MULTILINE)
+    assert found, metrics
+    return float(found.group(1))
 
 
 def openai_pairs(count: int) -> bytes:
@@ -37,7 +69,9 @@ async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_a_dpo_job_trains_on_preference_pairs_and_logs_its_figures(
         client: httpx.AsyncClient) -> None:
-    pairs = (await upload(client, content=openai_pairs(24), name="pairs.jsonl")).json()
+    # Issue 31: these pairs failed 4 runs with "num_samples=0" as a platform error.
+    failures = await platform_failures(client)
+    pairs = (await upload(client, content=seen_pairs(24), name="pairs.jsonl")).json()
     created = await client.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": pairs["id"],
         "method": {"type": "dpo", "dpo": {"hyperparameters": {"beta": 0.2, "max_steps": 10,
@@ -47,13 +81,82 @@ async def test_a_dpo_job_trains_on_preference_pairs_and_logs_its_figures(
     assert created.json()["hyperparameters"]["beta"] == 0.2
     job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
                              timeout=300)
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", (job["message"], job["error"])
     log = [line["text"] for line in (await client.get(
         f"/v1/fine_tuning/jobs/{job['id']}/log")).json()["data"]]
     figures = [line for line in log if line.startswith("Step 10/10: reward accuracy ")]
     assert len(figures) == 1, log
     assert "reward margin" in figures[0] and "rewards/chosen" in figures[0]
     assert "Step 10/10: loss " in "\n".join(log)
+    assert job["error"] is None and "JOB_RESTARTED" not in await event_types(client, job["id"])
+    assert await platform_failures(client) == failures
+
+
+async def event_types(client: httpx.AsyncClient, job_id: str) -> list[str]:
+    events = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
+                               params={"limit": 100})).json()["data"]
+    return [event["type"] for event in events]
+
+
+async def test_prompts_that_fill_the_context_are_refused_at_create_naming_the_line(
+        client: httpx.AsyncClient) -> None:
+    pairs = (await upload(client, content=seen_pairs(2) + seen_pairs(3, system=LONG_SYSTEM),
+                          name="pairs.jsonl")).json()["id"]
+    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
+        refused = await client.post(path, json={
+            "model": "alallo/tiny-gpt2", "training_file": pairs, "method": "dpo"})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"] == {
+            "code": "invalid_request", "param": "training_file",
+            "message": "line 3: the prompt is 267 tokens and the model's context is 256, so "
+                       "neither answer fits and the example cannot train: shorten the prompt "
+                       "(fewer or shorter messages), or choose a model with a longer context; "
+                       "2 more lines cannot train (lines 4 and 5)"}
+    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    assert after == before
+
+
+@pytest.fixture
+def readable_model() -> Iterator[Path]:
+    """The tiny model in a directory of the server's own that every user may read (the
+    trainer may run as another user than the tests: docs/security.md)."""
+    from alallo.trainers.tiny import build_tiny_gpt2
+
+    folder = Path(tempfile.mkdtemp(prefix="alallo-test-model-"))
+    try:
+        model = build_tiny_gpt2(folder / "my-tiny")  # built in a private folder, renamed
+        for path in (folder, model, *model.iterdir()):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield model
+    finally:
+        shutil.rmtree(folder)
+
+
+async def test_where_the_server_cannot_count_the_trainer_fails_the_job_as_the_users_error(
+        client: httpx.AsyncClient, readable_model: Path) -> None:
+    # A model directory of the server's own: it renders no chat template but alallo's
+    # (alallo.trainers._encoders), so the trainer's check decides, before training.
+    model = readable_model
+    failures = await platform_failures(client)
+    pairs = (await upload(client, content=seen_pairs(2) + seen_pairs(2, system=LONG_SYSTEM),
+                          name="pairs.jsonl")).json()["id"]
+    created = await client.post("/v1/fine_tuning/jobs", json={
+        "model": str(model), "training_file": pairs, "method": "dpo",
+        "hyperparameters": {"max_steps": 2}})
+    assert created.status_code == 200, created.text
+    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
+                             timeout=180)
+    assert job["status"] == "failed", job
+    assert job["message"] == (
+        "Training failed: line 3: the prompt is 267 tokens and the model's context is 256, "
+        "so neither answer fits and the example cannot train: shorten the prompt (fewer or "
+        "shorter messages), or choose a model with a longer context; 1 more line cannot "
+        "train (line 4)")
+    types = await event_types(client, job["id"])
+    assert types[-1] == "JOB_USER_ERROR" and "JOB_RESTARTED" not in types, types
+    assert job["price"]["charged"] - job["price"]["refunded"] == 0
+    assert await platform_failures(client) == failures
 
 
 async def test_a_file_given_to_the_other_method_is_refused_saying_so(
@@ -95,6 +198,14 @@ async def test_a_file_given_to_the_other_method_is_refused_saying_so(
     (b'{"input": {"messages": [{"role": "user", "content": "Q"}]}, "preferred_output": '
      b'[{"role": "user", "content": "A"}], "non_preferred_output": [{"role": "assistant", '
      b'"content": "B"}]}\n', "line 1: preferred_output[0].role must be one of assistant"),
+    # Issue 31: an equal pair has nothing to teach.
+    (openai_pairs(2) + b'{"input": {"messages": [{"role": "user", "content": "Q"}]}, '
+                       b'"preferred_output": [{"role": "assistant", "content": "A"}], '
+                       b'"non_preferred_output": [{"content": "A", "role": "assistant"}]}\n',
+     'line 3: "preferred_output" and "non_preferred_output" are the same answer, so the pair '
+     "has nothing to teach: prefer one answer over a different one"),
+    (b'{"prompt": "Q", "chosen": "A", "rejected": "B"}\n{"prompt": "Q", "chosen": "A", '
+     b'"rejected": "A"}\n', 'line 2: "chosen" and "rejected" are the same answer'),
 ])
 async def test_a_bad_preference_file_is_refused_naming_the_line(
         client: httpx.AsyncClient, content: bytes, message: str) -> None:

@@ -1,6 +1,7 @@
 """A fine-tuned model out of the server (issue 17): its id, the adapter and the merged model
 as archives (``Content-Length``, ``Range``), both loadable with transformers/peft as they
-are, and its deletion. A real tiny TRL job trains it; the test loads and generates."""
+are, and its deletion. A real tiny TRL job trains it once for the module (:func:`trained`);
+the tests load and generate, download it from many clients at once, and delete it last."""
 
 from __future__ import annotations
 
@@ -11,18 +12,43 @@ import sys
 import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 import trio
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
+from support import EXAMPLES, FINAL, LiveServer, wait_until_sync
 
 from alallo.client import AsyncClient, Client
 
-pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
+pytestmark = [pytest.mark.slow, pytest.mark.any_backend,  # training is the subject, not the store
+              pytest.mark.xdist_group("models_out")]  # one worker: the model is trained once
 
 UNKNOWN = "ft:alallo--tiny-gpt2:acct-0:" + "0" * 24
+
+
+PARALLEL = 32
+"""Clients that download each archive at once (issue 31: 8 were enough to break it)."""
+
+
+@pytest.fixture(scope="module")
+def trained(live_server: LiveServer) -> dict[str, Any]:
+    """A succeeded tiny TRL job with suffix ``demo`` (the job object), trained once for the
+    module; the module's last test deletes its model."""
+    with httpx.Client(base_url=live_server.url, headers=live_server.headers,
+                      timeout=120) as api:
+        file_id = api.post("/v1/files", data={"purpose": "fine-tune"}, files={
+            "file": ("sample.jsonl", (EXAMPLES / "sample.jsonl").read_bytes())}).json()["id"]
+        created = api.post("/v1/fine_tuning/jobs", json={
+            "model": "alallo/tiny-gpt2", "training_file": file_id, "suffix": "demo",
+            "hyperparameters": {"max_steps": 4, "batch_size": 2}})
+        assert created.status_code == 200, created.text
+        job: dict[str, Any] = wait_until_sync(
+            lambda: (j := api.get(f"/v1/fine_tuning/jobs/{created.json()['id']}").json())[
+                "status"] in FINAL and j, timeout=180, interval=0.2, what="the job ended")
+    assert job["status"] == "succeeded", job
+    return job
 
 
 @pytest.fixture
@@ -50,21 +76,70 @@ def generate(model: object, tokenizer: object) -> str:
     return str(tokenizer.decode(out[0], skip_special_tokens=True))  # type: ignore[attr-defined]
 
 
+async def download_at_once(client: httpx.AsyncClient, model: str, fmt: str,
+                           count: int) -> list[httpx.Response]:
+    """``count`` downloads of one archive, all sent before any is answered."""
+    answers: list[httpx.Response] = []
+
+    async def one() -> None:
+        answers.append(await client.get(f"/v1/models/{model}/content", params={"format": fmt}))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(one)
+    return answers
+
+
+def leftovers(downloads: Path) -> list[str]:
+    """What the server's archive folder holds besides whole archives (temporary files and
+    folders of a build)."""
+    if not downloads.is_dir():
+        return []
+    return sorted(p.name for p in downloads.iterdir() if not p.name.endswith(".tar.gz"))
+
+
+async def test_many_clients_download_a_new_archive_at_once_and_a_failed_build_is_retried(
+        trained: dict[str, Any], client: httpx.AsyncClient, tmp_path: Path) -> None:
+    model = trained["fine_tuned_model"]
+    model_dir = Path(trained["fine_tuned_model_path"])
+    downloads = model_dir.parent / "downloads"
+    merged_archive = downloads / f"{trained['id']}-merged.tar.gz"
+
+    # A merge that fails (the adapter's config is unreadable) answers an error to everyone
+    # who waited for it, and leaves no archive and no temporary file behind.
+    config = model_dir / "adapter_config.json"
+    good = config.read_bytes()
+    config.write_text("{not json")
+    try:
+        failed = await download_at_once(client, model, "merged", 4)
+    finally:
+        config.write_bytes(good)
+    assert [r.status_code for r in failed] == [500] * 4
+    assert not merged_archive.exists() and leftovers(downloads) == []
+
+    # Each format, PARALLEL clients at once: one build, served to all of them (the same file:
+    # the same ETag), the next request retrying the merge that failed.
+    for fmt in ("adapter", "merged"):
+        answers = await download_at_once(client, model, fmt, PARALLEL)
+        assert [r.status_code for r in answers] == [200] * PARALLEL, {
+            r.status_code: r.text[:200] for r in answers}
+        assert len({r.content for r in answers}) == 1
+        assert len({r.headers["etag"] for r in answers}) == 1, "built once"
+        top = unpack(answers[0].content, tmp_path / fmt)
+        assert top.name == f"{trained['id']}-{fmt}"
+        assert (top / "adapter_config.json").is_file() == (fmt == "adapter")
+    assert leftovers(downloads) == []
+
+
 # peft 0.x asks transformers a deprecated question while it wraps the base model.
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 async def test_a_fine_tuned_model_downloads_loads_and_is_deleted(
-        live_server: LiveServer, client: httpx.AsyncClient, tmp_path: Path) -> None:
+        live_server: LiveServer, trained: dict[str, Any], client: httpx.AsyncClient,
+        tmp_path: Path) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    file_id = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
-    created = await client.post("/v1/fine_tuning/jobs", json={
-        "model": "alallo/tiny-gpt2", "training_file": file_id, "suffix": "demo",
-        "hyperparameters": {"max_steps": 4, "batch_size": 2}})
-    assert created.status_code == 200, created.text
-    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
-                             timeout=180)
-    assert job["status"] == "succeeded", job
+    job = trained
     model = job["fine_tuned_model"]
     assert model.startswith("ft:alallo--tiny-gpt2:") and ":demo" not in model
     assert model.endswith("-demo:" + job["id"].removeprefix("ft-"))

@@ -128,6 +128,8 @@ PUBLIC = "no account data"
 PAGE_BY_ID = ("another account's job page answers 404 as an unknown id's page does; without "
               "a session, the sign-in page (test_a_job_page_of_another_account_is_an_unknown_ids)")
 OPERATOR = "the local (operator's) account only: others answer 403"
+OWN_ACCOUNT = ("takes no id: a key reads its own account only "
+               "(test_account.py::test_a_key_sees_its_own_account_only)")
 ISOLATION: dict[tuple[str, str], str] = {
     ("GET", "/"): PUBLIC,
     ("GET", "/jobs/{job_id}"): PAGE_BY_ID,
@@ -143,6 +145,7 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/models/{model_id}"): BY_ID,
     ("GET", "/v1/models/{model_id}/content"): BY_ID,
     ("GET", "/v1/trainers"): PUBLIC,
+    ("GET", "/v1/account"): OWN_ACCOUNT,
     ("POST", "/v1/dashboard/links"): OWN_ONLY,
     ("GET", "/v1/capacity"): OWN_ONLY,
     ("POST", "/v1/capacity/nodes/{node}/drain"): OPERATOR,

@@ -5,8 +5,12 @@ processes: a tenant's command is refused (403) and never runs; an operator's
 registered trainer runs by name; an account the operator allowed may send a
 command, and stops being able to the moment the right is taken back (also for
 a job it queued before); a trainer's environment holds no secret of the
-server; where the server runs as root, a trainer runs as the unprivileged
-user of the settings, in its job's directory.
+server; where the server runs as root, a trainer runs as an unprivileged user
+(one of its own, made by the server, or the one of the settings), in its job's
+directory, and reaches nothing of the server's: not its environment, its
+database, its key, its uploads nor another job's directory, even with the
+interpreter and the data behind folders only root may enter; a server whose
+trainer user cannot run a trainer refuses to start, in one line.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import json
 import os
 import pwd
 import stat
+import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,8 +30,19 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from support import EXAMPLES, LiveServer, read_stream, start_server, stop_server, upload
+from support import (
+    EXAMPLES,
+    LiveServer,
+    read_stream,
+    server_env,
+    start_server,
+    stop_server,
+    upload,
+    wait_for_job,
+)
 from test_tenants import new_account, operator
+
+from alallo.executors import DEFAULT_TRAINER_USER
 
 pytestmark = pytest.mark.any_backend  # what a trainer process can reach is the subject
 
@@ -197,25 +214,25 @@ async def test_a_trainer_sees_no_server_secret_and_runs_in_its_jobs_directory(
 
 
 async def test_an_allowed_account_may_send_a_command_until_the_right_is_taken_back(
-        server_factory: Factory, tmp_path: Path) -> None:
+        server_factory: Factory) -> None:
     server = server_factory(ALALLO_MAX_CONCURRENT_JOBS="1")
     account = json.loads(await operating("accounts", "create", "trusted", "--balance", "100",
                                          "--allow-commands", "--json", server=server))
     assert account["allow_commands"] is True
     key = json.loads(await operating("keys", "create", "--account", account["id"], "--json",
                                      server=server))["key"]
-    ran, queued_marker = tmp_path / "ran", tmp_path / "queued-ran"
+    # Each command leaves a mark in its run's directory (the one place a trainer writes).
     async with connect(server, key) as client:
         allowed = await new_job(client, {"command": [sys.executable, "-c", REPORT_ENV
-                                                     + f"\nopen({str(ran)!r}, 'w')\n"]})
+                                                     + "\nopen('ran', 'w')\n"]})
         assert allowed.status_code == 200, allowed.text
         assert (await finished(client, allowed.json()["id"]))["status"] == "succeeded"
-        assert ran.exists()
+        assert (server.data_dir / "jobs" / allowed.json()["id"] / "attempt-1" / "ran").exists()
         # A job queued behind a long one while the account may still send commands...
         blocker = await new_job(client, {"type": "simulated", "step_delay_s": 0.2},
                                 hyperparameters={"max_steps": 1000})
         queued = await new_job(client, {"command": [
-            sys.executable, "-c", f"open({str(queued_marker)!r}, 'w')"]})
+            sys.executable, "-c", "open('queued-ran', 'w')"]})
         assert queued.status_code == 200
         # ... then the operator takes the right back, and the blocker ends.
         await operating("accounts", "set", account["id"], "--no-allow-commands", server=server)
@@ -226,7 +243,7 @@ async def test_an_allowed_account_may_send_a_command_until_the_right_is_taken_ba
     assert final["status"] == "failed" and final["attempt"] == 0
     assert final["message"].startswith("Training failed: this account may not run a command")
     assert final["price"]["charged"] == 0
-    assert not queued_marker.exists(), "the queued command never ran"
+    assert not list((server.data_dir / "jobs").rglob("queued-ran")), "it never ran"
 
 
 @pytest.fixture
@@ -271,4 +288,137 @@ async def test_a_root_server_runs_trainers_as_the_unprivileged_user_of_its_setti
     assert any(line.startswith(f"uid {expected} ") for line in log), log
     model = server.data_dir / "jobs" / job_id / "model" / "weights"
     assert model.read_text() == "weights\n"
-    assert model.stat().st_uid == expected
+    if os.geteuid() == 0:  # the run over, the job's directory is the server's again
+        job_dir = (server.data_dir / "jobs" / job_id).stat()
+        assert (job_dir.st_uid, stat.S_IMODE(job_dir.st_mode)) == (0, 0o700)
+        assert model.stat().st_uid == 0
+
+
+ROOT = os.geteuid() == 0
+"""The suite runs as root (CI, ``make test``), the case these tests are about; run as another
+user, trainers run as the server's own user, which is what they then check."""
+
+REACH = """
+import json, os, sys
+targets, config = json.loads(sys.argv[1]), json.load(open(sys.argv[-1]))
+def say(kind, **fields):
+    print(json.dumps({"type": kind, **fields}), flush=True)
+say("log", text=f"uid {os.getuid()}")
+for path in targets:
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path, "rb").read(1)
+        say("log", text=f"reached {path}")
+    except OSError as exc:
+        say("log", text=f"refused {path}: {exc.strerror}")
+say("log", text=f"training file {open(config['training_file']).readline()[:1]}")
+os.makedirs(config["output_dir"], exist_ok=True)
+say("progress", step=config["max_steps"], max_steps=config["max_steps"])
+say("done", model_path=config["output_dir"])
+"""
+"""A trainer that tries to read each path of its first argument, then its training file."""
+
+
+def _trainer_uid() -> int:
+    return pwd.getpwnam(DEFAULT_TRAINER_USER).pw_uid if ROOT else os.geteuid()
+
+
+def trainer_uids(job_id: str) -> set[int]:
+    """The users of the processes running a job's trainer now (their command line names its
+    run's directory; a trainer forked from a warm process shows the cold command's)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and f"/{job_id}/attempt-" in (
+                    proc / "cmdline").read_bytes().decode(errors="replace"):
+                status = (proc / "status").read_text().splitlines()
+                found.add(int(next(line for line in status if line.startswith("Uid:")).split()[1]))
+        except OSError:  # it ended meanwhile
+            continue
+    return found
+
+
+async def test_a_root_servers_trainers_run_as_their_own_user_and_reach_none_of_its_files(
+        server_factory: Factory) -> None:
+    server = server_factory(**SECRETS)  # no ALALLO_TRAINER_USER: the default is the subject
+    data = server.data_dir
+    async with connect(server) as client:
+        # Another job first: a built-in trainer, forked from a warm process.
+        other = (await new_job(client, {"type": "simulated", "step_delay_s": 0.05},
+                               hyperparameters={"max_steps": 40})).json()["id"]
+        await wait_for_job(client, other, lambda job: job["progress"]["step"] >= 1)
+        assert trainer_uids(other) == {_trainer_uid()}
+        assert (await finished(client, other))["status"] == "succeeded"
+        written = sorted(p for p in (data / "jobs" / other).rglob("*") if p.is_file())
+        upload_file = next((data / "files").iterdir())
+        targets = [f"/proc/{server.process.pid}/environ", data, data / "jobs",
+                   data / "jobs" / other, *written, upload_file,
+                   *(p for p in data.iterdir() if p.name not in ("jobs", "models"))]
+        response = await new_job(client, {"command": [sys.executable, "-c", REACH,
+                                                      json.dumps(list(map(str, targets)))]})
+        job_id = response.json()["id"]
+        final = await finished(client, job_id)
+        log = await log_of(client, job_id)
+    assert final["status"] == "succeeded", log
+    assert f"uid {_trainer_uid()}" in log
+    assert "training file {" in log, "its own training file reaches it"
+    reached = [line for line in log if line.startswith("reached ")]
+    if ROOT:
+        assert _trainer_uid() != 0
+        assert reached == [], reached
+        assert len([line for line in log if line.startswith("refused ")]) == len(targets)
+        assert {p.name for p in targets if isinstance(p, Path) and p.parent == data} >= {
+            "alallo.db", "api-key", "files"}
+    else:  # the server's own user: it reaches what that user may (docs/security.md)
+        assert f"reached {data / 'api-key'}" in reached
+
+
+def _python_behind_a_private_folder(tmp_path: Path) -> Path:
+    """An interpreter as ``/root/.pyenv``'s: a virtual environment in a folder only root
+    may enter (0700), on this interpreter's base and its packages (a ``.pth``)."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    venv = private / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "alallo-test.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    return venv / "bin" / "python"
+
+
+@pytest.mark.slow
+async def test_a_trl_job_trains_as_the_trainer_user_with_the_interpreter_behind_a_private_folder(
+        server_factory: Factory, tmp_path: Path) -> None:
+    python = _python_behind_a_private_folder(tmp_path)
+    server = server_factory(ALALLO_PYTHON=str(python), HF_HOME=str(tmp_path / "hf"))
+    async with connect(server) as client:
+        response = await new_job(client, "trl")
+        job_id = response.json()["id"]
+        final = await finished(client, job_id)
+        log = await log_of(client, job_id)
+    assert final["status"] == "succeeded", log
+    assert any((server.data_dir / "jobs" / job_id / "model").iterdir())
+    # The built-in model is built by the first trainer that needs it, in the data folder.
+    built = server.data_dir / "models" / "alallo--tiny-gpt2"
+    assert {p.stat().st_uid for p in built.iterdir()} == {_trainer_uid()}
+
+
+def test_a_server_whose_trainer_user_cannot_run_a_trainer_refuses_to_start_in_one_line(
+        tmp_path: Path) -> None:
+    wrapper = tmp_path / "python"  # runs for root alone, as an interpreter installed 0700
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o700)
+    data = tmp_path / "data"
+    if not ROOT:  # trainers run as the server's own user, who may run it: it serves
+        stop_server(start_server(data, ALALLO_PYTHON=str(wrapper)))
+        return
+    done = subprocess.run(
+        [sys.executable, "-m", "alallo", "serve", "--port", "0", "--data-dir", str(data)],
+        env=server_env(data, ALALLO_PYTHON=str(wrapper)), capture_output=True, text=True,
+        timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (f"Error: trainers cannot run as the user {DEFAULT_TRAINER_USER}: cannot "
+                    f"run {wrapper} as {DEFAULT_TRAINER_USER}: Permission denied (name another "
+                    "user in ALALLO_TRAINER_USER, or make what it needs readable to it)")
+    assert "serving at" not in done.stdout

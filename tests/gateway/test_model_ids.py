@@ -1,0 +1,38 @@
+"""A model id that no retry can make right answers 422 saying what is wrong with it, on a
+server that asks the hub about models its cache lacks (issue 31: it answered 503 "try
+again", and a client that retries a 5xx looped). The hub is a closed port: nothing here may
+reach it, and nothing does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+from support import EXAMPLES, LiveServer, upload
+
+pytestmark = pytest.mark.any_backend  # the catalogue's check, not the store's
+
+MALFORMED = {
+    "models/alallo--tiny-gpt2": "the name has -- in it ('--' stands for '/' in the Hugging "
+                                "Face cache's folder names: 'alallo/tiny-gpt2'?)",
+    "acme/" + "x" * 10_000: "too long: the name has 10000 characters",
+    "acme/tiny model!": "the name has characters a hub id cannot have (' ', '!')",
+}
+
+
+async def test_a_malformed_model_id_answers_422_naming_the_problem_never_503(
+        server_factory: Callable[..., LiveServer]) -> None:
+    server = server_factory(HF_HUB_OFFLINE="0", HF_ENDPOINT="http://127.0.0.1:9")
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers,
+                                 timeout=30) as client:
+        file_id = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
+        for model, words in MALFORMED.items():
+            for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
+                answer = await client.post(path, json={"model": model, "training_file": file_id})
+                assert answer.status_code == 422, (model[:40], answer.text[:300])
+                error = answer.json()["error"]
+                assert error["param"] == "model"
+                assert "is not a Hugging Face hub id: " in error["message"], error["message"]
+                assert words in error["message"]
+        assert (await client.get("/v1/fine_tuning/jobs")).json()["data"] == []
