@@ -43,10 +43,13 @@ if TYPE_CHECKING:
     from .api import Capacity as Capacity
     from .api import CapacityNode as CapacityNode
     from .api import ChatChoice as ChatChoice
+    from .api import ChatChunkChoice as ChatChunkChoice
     from .api import ChatCompletion as ChatCompletion
+    from .api import ChatCompletionChunk as ChatCompletionChunk
     from .api import Checkpoint as Checkpoint
     from .api import CheckpointList as CheckpointList
     from .api import CheckpointMetrics as CheckpointMetrics
+    from .api import ChunkDelta as ChunkDelta
     from .api import DashboardLink as DashboardLink
     from .api import Estimate as Estimate
     from .api import EstimatePlan as EstimatePlan
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from .api import LatestCheckpoint as LatestCheckpoint
     from .api import LogPage as LogPage
     from .api import MetricsList as MetricsList
+    from .api import MetricsReport as MetricsReport
     from .api import Model as Model
     from .api import ModelDeleted as ModelDeleted
     from .api import ModelList as ModelList
@@ -72,8 +76,13 @@ if TYPE_CHECKING:
     from .api import Price as Price
     from .api import PriceRange as PriceRange
     from .api import Progress as Progress
+    from .api import StreamDone as StreamDone
+    from .api import StreamError as StreamError
+    from .api import StreamErrorDetail as StreamErrorDetail
     from .api import TextChoice as TextChoice
+    from .api import TextChunkChoice as TextChunkChoice
     from .api import TextCompletion as TextCompletion
+    from .api import TextCompletionChunk as TextCompletionChunk
     from .api import TimeRange as TimeRange
     from .api import Trainer as Trainer
     from .api import TrainerList as TrainerList
@@ -104,9 +113,12 @@ _ORIGINS = {
     "TextCompletion": ".api",
     "Usage": ".api",
     "CapacityNode": ".api",
+    "ChatChunkChoice": ".api",
+    "ChatCompletionChunk": ".api",
     "Checkpoint": ".api",
     "CheckpointList": ".api",
     "CheckpointMetrics": ".api",
+    "ChunkDelta": ".api",
     "Client": ".client",
     "ClientError": "._errors",
     "Conflict": "._errors",
@@ -138,6 +150,7 @@ _ORIGINS = {
     "LogLine": ".jobs",
     "LogPage": ".api",
     "MetricsList": ".api",
+    "MetricsReport": ".api",
     "Message": "._status",
     "Model": ".api",
     "ModelList": ".api",
@@ -147,6 +160,11 @@ _ORIGINS = {
     "Price": ".api",
     "PriceRange": ".api",
     "Progress": ".api",
+    "StreamDone": ".api",
+    "StreamError": ".api",
+    "StreamErrorDetail": ".api",
+    "TextChunkChoice": ".api",
+    "TextCompletionChunk": ".api",
     "Runtime": ".runtime",
     "SettingError": "._errors",
     "Settings": ".settings",
@@ -168,10 +186,13 @@ __all__ = [
     "Capacity",
     "CapacityNode",
     "ChatChoice",
+    "ChatChunkChoice",
     "ChatCompletion",
+    "ChatCompletionChunk",
     "Checkpoint",
     "CheckpointList",
     "CheckpointMetrics",
+    "ChunkDelta",
     "Client",
     "ClientError",
     "Conflict",
@@ -204,6 +225,7 @@ __all__ = [
     "LogPage",
     "Message",
     "MetricsList",
+    "MetricsReport",
     "Model",
     "ModelDeleted",
     "ModelList",
@@ -216,8 +238,13 @@ __all__ = [
     "Runtime",
     "SettingError",
     "Settings",
+    "StreamDone",
+    "StreamError",
+    "StreamErrorDetail",
     "TextChoice",
+    "TextChunkChoice",
     "TextCompletion",
+    "TextCompletionChunk",
     "TimeRange",
     "Trainer",
     "TrainerList",

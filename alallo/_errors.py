@@ -218,6 +218,13 @@ _BY_STATUS: dict[int, type[_NamedApiError]] = {
 }
 
 
+def shown(value: str, limit: int = 64) -> str:
+    """``value`` quoted for an error message, as ``repr`` quotes it, its first ``limit``
+    characters only and ``…`` after them: a 10,000-character id sent back whole would
+    bury the sentence it is in."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}…"
+
+
 def api_error(status_code: int, code: str, message: str, param: str | None = None) -> ApiError:
     """The error an answer names: the class of its ``code`` if alallo has one, else the
     class of its status, else a plain :class:`ApiError`; with the answer's own status,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -202,6 +204,19 @@ Item = tuple[str, int, dict[str, Any]]
 """One item of a job's stream: ``(event, id, data)``."""
 
 
+async def assert_refused_and_nothing_stored(client: httpx.AsyncClient, spec: dict[str, Any],
+                                            error: dict[str, str]) -> None:
+    """``spec`` asked for an estimate and then created as a job: each answers 422 with
+    ``error`` (the whole error object) and the account's job list is unchanged."""
+    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
+        refused = await client.post(path, json=spec)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"] == error
+    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
+    assert after == before
+
+
 async def read_stream(client: httpx.AsyncClient, job_id: str, *, last_event_id: int | None = None,
                       stop_after: int | None = None) -> list[Item]:
     """Read a job's SSE stream: ``(event, id, data)`` per item, to the end or ``stop_after`` items."""
@@ -304,6 +319,16 @@ def statuses(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:
         if kind == "job" and (not seen or seen[-1] != data["status"]):
             seen.append(data["status"])
     return seen
+
+
+def unpack(data: bytes, into: Path) -> Path:
+    """The one top directory of a downloaded tar.gz (a model's archive), unpacked into
+    ``into``."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        tops = {name.split("/")[0] for name in archive.getnames()}
+        archive.extractall(into, filter="data")
+    (top,) = tops
+    return into / top
 
 
 class Servers:

@@ -25,7 +25,7 @@ import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import api
-from .._errors import Forbidden, InvalidRequest, NotFound, Unavailable
+from .._errors import Forbidden, InvalidRequest, NotFound, Unavailable, shown
 from ..capacity import TINY_GPT2
 from ..settings import Settings
 from ..store import Store
@@ -271,11 +271,11 @@ class Completions:
                 return ModelFiles(Path(base), adapter=directory)
             return ModelFiles(directory)
         if name.startswith(("/", ".", "~")):  # a path on the server is no model of the API's
-            raise NotFound(f"no model {name!r}", param="model")
+            raise NotFound(f"no model {shown(name)}", param="model")
         try:
             model = self._planning.model(name)
         except InvalidRequest:
-            raise NotFound(f"no model {name!r}", param="model") from None
+            raise NotFound(f"no model {shown(name)}", param="model") from None
         if not model.weights_here:
             raise InvalidRequest(f"model {name} has no weights on this server", param="model")
         if model.on_hub:  # found on the hub, not downloaded yet

@@ -35,7 +35,7 @@ from typing import Literal
 
 import trio
 
-from .._errors import InvalidRequest, NotFound
+from .._errors import InvalidRequest, NotFound, shown
 from ..executors import scrubbed_environment
 from ..jobs import Job
 from ..settings import Settings
@@ -94,7 +94,7 @@ class FineTunedModels:
                 job = None
         if (job is None or job.fine_tuned_model is None or model_id(job) != model
                 or not Path(job.fine_tuned_model).is_dir()):
-            raise NotFound(f"no model {model!r}", param="model")
+            raise NotFound(f"no model {shown(model)}", param="model")
         return job
 
     async def list(self, account_id: str) -> list[Job]:
@@ -144,7 +144,7 @@ class FineTunedModels:
         """Write the archive ``out`` of the model at ``source`` (merged into its base if
         ``merge`` and it is an adapter), whole or not at all."""
         if not source.is_dir():  # deleted since it was found
-            raise NotFound(f"no model {model!r}", param="model")
+            raise NotFound(f"no model {shown(model)}", param="model")
         top = out.name.removesuffix(".tar.gz")
         out.parent.mkdir(exist_ok=True)
         if not (merge and (source / "adapter_config.json").is_file()):

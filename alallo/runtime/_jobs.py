@@ -13,7 +13,7 @@ import trio
 
 from actors import ActorRef, ActorStopped
 
-from .._errors import NotFound
+from .._errors import NotFound, shown
 from .._ids import new_id
 from .._status import JobStatus
 from ..cluster import Cluster
@@ -125,7 +125,7 @@ class Jobs:
                 keep = job is not None and owned and self._cluster.owns(job_id)
                 self._live_jobs.finish_read(job_id, token, job if keep else None)
         if job is None or job.account_id != account_id:
-            raise NotFound(f"no job {job_id!r}", param="job_id")
+            raise NotFound(f"no job {shown(job_id)}", param="job_id")
         return job
 
     async def list_jobs(self, account_id: str, *, limit: int = 20,

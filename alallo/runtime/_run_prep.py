@@ -11,6 +11,9 @@ validation files, and the model or checkpoint of another job of the account it s
 are hard-linked into its directory (``inputs/``, the server's, as the files linked: the
 trainer reads them and changes nothing of the originals; copies where they are on another
 file system), each readable by that user (an ACL entry), and the config names them there.
+A model folder of the server's it starts from (the built-in model, one the operator names by
+its path) is opened to that user where it is, for reading: a way to it and each file in it
+(a file written 0600 included: transformers writes weights so).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import trio
 
 from .._errors import InvalidRequest
 from ..capacity import Grant
-from ..executors import INPUTS, TrainerUser, grant_read, hand_over
+from ..executors import INPUTS, TrainerUser, grant_read, hand_over, open_way
 from ..jobs import Job
 from ..trainers import Error, TrainerConfig
 from ._job_context import JobContext
@@ -64,10 +67,12 @@ checkpoint of another job of the account that it starts from."""
 
 
 def _brought_in(config: TrainerConfig, workdir: Path,
-                jobs_dir: Path) -> tuple[TrainerConfig, dict[Path, Path]]:
+                jobs_dir: Path) -> tuple[TrainerConfig, dict[Path, Path], list[Path]]:
     """``config`` reading its uploads, and what it starts from in another job's directory,
-    from its own ``inputs/``; and what to link there, as ``{link: source}``."""
+    from its own ``inputs/``; what to link there, as ``{link: source}``; and the server's
+    model folders it reads where they are."""
     inputs: dict[Path, Path] = {}
+    opened: list[Path] = []
     update: dict[str, str] = {}
     for field in _INPUT_FIELDS:
         value = getattr(config, field)
@@ -79,14 +84,18 @@ def _brought_in(config: TrainerConfig, workdir: Path,
             link = workdir / INPUTS / f"{field}-{source.name}"
             inputs[link] = source
             update[field] = str(link)
-    return config.model_copy(update=update), inputs
+        elif field == "model" and source.is_dir() and not source.is_relative_to(workdir):
+            opened.append(source)  # (the built-in model, not built yet: the trainer builds it)
+    return config.model_copy(update=update), inputs, opened
 
 
 def _write_run(workdir: Path, run_dir: Path, config_path: Path, payload: str,
-               user: TrainerUser | None, inputs: dict[Path, Path]) -> None:
+               user: TrainerUser | None, inputs: dict[Path, Path],
+               opened: list[Path]) -> None:
     """Make the run's directory, write its config, link its ``inputs`` (link -> source),
-    hand the job's directory to the trainer user (blocking: in a worker thread, so that a
-    slow disk holds up this run only).
+    open the model folders in ``opened`` to the trainer user for reading, hand the job's
+    directory to it (blocking: in a worker thread, so that a slow disk holds up this run
+    only).
 
     For a trainer user, the run's directory and ``inputs/`` are made anew: an earlier
     trainer of the job may have left links there to where only the server may write."""
@@ -105,6 +114,12 @@ def _write_run(workdir: Path, run_dir: Path, config_path: Path, payload: str,
         else:
             _link(str(source), str(link))
         for path in [link, *link.rglob("*")]:
+            if not path.is_symlink():
+                grant_read(user, path)
+    for folder in opened:
+        assert user is not None
+        open_way(user, folder)
+        for path in [folder, *folder.rglob("*")]:
             if not path.is_symlink():
                 grant_read(user, path)
     hand_over(workdir, user)
@@ -171,12 +186,14 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                                 training_file=training_file, data_format=data_format,
                                 validation=validation, fenced=ctx.executor.fenced)
         inputs: dict[Path, Path] = {}
+        opened: list[Path] = []
         if ctx.trainer_user is not None:  # it may not reach them where they are
-            config, inputs = _brought_in(config, workdir, jobs_dir)
+            config, inputs, opened = _brought_in(config, workdir, jobs_dir)
         payload = config.model_dump_json(indent=2)
         config_path = run_dir / "config.json"
         await trio.to_thread.run_sync(_write_run, workdir, run_dir, config_path, payload,
-                                      ctx.trainer_user, inputs, limiter=_disk_limiter())
+                                      ctx.trainer_user, inputs, opened,
+                                      limiter=_disk_limiter())
     except OSError as exc:
         return Error(kind="platform",
                      message=f"cannot prepare the run in the job's directory: {exc}")

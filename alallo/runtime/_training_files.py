@@ -9,14 +9,17 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import structlog
 import trio
 
-from .._errors import Conflict, InvalidRequest, NotFound
+from .._errors import Conflict, InvalidRequest, NotFound, shown
 from .._ids import new_id
 from ..cluster import FileStorage
 from ..jobs import check_jsonl
 from ..settings import Settings
 from ..store import FileRow, Store
+
+log = structlog.get_logger("alallo.files")
 
 __all__ = ["TrainingFiles"]
 
@@ -44,6 +47,9 @@ class TrainingFiles:
             InvalidRequest: a purpose other than ``fine-tune``, or a file too large.
             InvalidFile: a bad line (the message names it); nothing is stored.
             OSError: the storage refused the bytes; nothing is recorded.
+            StoreUnavailable: the store failed to record the file; its bytes are removed
+                too (kept, with a warning, only where the store cannot tell whether the
+                row was written).
         """
         if purpose != "fine-tune":
             raise InvalidRequest(f"purpose must be 'fine-tune', got {purpose!r}", param="purpose")
@@ -66,9 +72,26 @@ class TrainingFiles:
             line_count=checked.line_count, format=checked.format,
             sha256=hashlib.sha256(data).hexdigest(), path=str(path),
         )
-        await self._store.insert_file(row)
+        try:
+            await self._store.insert_file(row)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._forget_unrecorded(row)
+            raise
         self._known[file_id] = row
         return row
+
+    async def _forget_unrecorded(self, row: FileRow) -> None:
+        # The insert failed: the bytes go too (a failed request changes nothing), unless
+        # the row was written after all (a connection lost at COMMIT) or that cannot be
+        # told now, in which case they stay for the row that may point at them.
+        try:
+            recorded = await self._store.get_file(row.account_id, row.id) is not None
+        except Exception:
+            log.warning("file.bytes_kept_unrecorded", file_id=row.id, path=row.path)
+            return
+        if not recorded:
+            await self._storage.delete(row)
 
     async def save_result(self, account_id: str, file_id: str, filename: str,
                           data: bytes) -> FileRow:
@@ -93,7 +116,7 @@ class TrainingFiles:
         """One of the account's files. Raises :class:`NotFound`."""
         row = await self._store.get_file(account_id, file_id)
         if row is None:
-            raise NotFound(f"no file {file_id!r}", param="file_id")
+            raise NotFound(f"no file {shown(file_id)}", param="file_id")
         return row
 
     async def of_account(self, account_id: str) -> list[FileRow]:

@@ -102,10 +102,14 @@ def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        # mkdtemp's 0700 would hide the model from the trainers of a root server (another
-        # user) when the server's inference worker built it first.
-        tmp.chmod(0o755)
         _write_model(tmp, seed=seed)
+        # Readable by all, as a model folder is: mkdtemp's 0700, and the 0600 transformers
+        # writes model.safetensors with (a temporary file renamed), would hide the model from
+        # the trainers of a root server (another user: an ACL entry is capped by the
+        # file's group bits) when the server built it first, to count tokens or to serve it.
+        tmp.chmod(0o755)
+        for file in tmp.iterdir():
+            file.chmod(0o644)
         try:
             os.rename(tmp, path)
         except OSError:

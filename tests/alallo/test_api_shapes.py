@@ -23,6 +23,7 @@ from alallo import AsyncClient, Client
 from alallo import api as shapes
 from alallo.client import StreamItem
 from gateway._openapi import OPERATIONS, openapi_document
+from gateway._openapi_events import EVENT_SHAPES
 
 pytestmark = pytest.mark.any_backend  # the shapes are the same on every store
 
@@ -56,8 +57,11 @@ def reachable(roots: set[type]) -> set[type]:
     return found
 
 
-ANSWERS = {op.answer for op in OPERATIONS if is_typeddict(op.answer)} | {shapes.ErrorBody}
-"""Every route's answer, and the body of every refusal."""
+ANSWERS = ({op.answer for op in OPERATIONS if is_typeddict(op.answer)} | {shapes.ErrorBody}
+           | {shape for events in EVENT_SHAPES.values() for shape in events.values()}
+           | {shapes.StreamError})
+"""Every route's answer, the body of every refusal, and the data of every event of a
+stream (a completion stream's error part way included)."""
 
 
 def test_every_shape_is_an_answer_or_part_of_one() -> None:

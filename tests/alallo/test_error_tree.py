@@ -22,6 +22,7 @@ from alallo._errors import (
     Unauthorized,
     Unavailable,
     api_error,
+    shown,
 )
 
 pytestmark = pytest.mark.unit
@@ -100,3 +101,9 @@ def test_an_answer_becomes_the_class_it_names(status: int, code: str,
     assert type(err) is expected
     assert (err.status_code, err.code, err.message, err.param) == (
         status, code, "what the server said", "p")
+
+
+def test_a_value_is_shown_quoted_and_clipped_in_a_message() -> None:
+    assert shown("ft-1") == "'ft-1'"
+    assert shown("x" * 64) == repr("x" * 64)
+    assert shown("x" * 10_000) == repr("x" * 64) + "…"

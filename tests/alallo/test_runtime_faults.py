@@ -2,7 +2,7 @@
 
 The user-level tests (real servers, real faults) are in ``tests/gateway/test_job_faults.py``;
 here the runtime is driven directly: a start that fails half-way, a job queued for a start
-twice, and a job whose actor crashes at every start.
+twice, a job whose actor crashes at every start, and an upload the store fails to record.
 """
 
 from __future__ import annotations
@@ -126,3 +126,21 @@ async def test_a_job_whose_actor_crashes_at_every_start_fails_and_the_others_go_
     assert len(crashes) == 6, "the first incarnation and 5 restarts"
     # Backoff 0.1, 0.2, 0.4, 0.8, 1.6 s (each less up to 10 % jitter) between the crashes.
     assert 2.7 <= failed_at - crashes[0] < 10
+
+
+async def test_an_upload_the_store_fails_to_record_leaves_no_bytes_behind(
+        tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    async with Runtime(settings) as rt:
+        account = await rt.authenticate(rt.api_key)
+        before = sorted(settings.files_dir.iterdir())
+
+        async def store_fails(*args: object, **kwargs: object) -> None:
+            raise StoreUnavailable("the store failed: OperationalError: connection lost")
+
+        rt.store.insert_file = store_fails  # type: ignore[method-assign]
+        with pytest.raises(StoreUnavailable):
+            await rt.upload_file(account, "sample.jsonl", SAMPLE.read_bytes())
+        # A failed request changes nothing: no file listed, no bytes left on the disk.
+        assert sorted(settings.files_dir.iterdir()) == before
+        assert await rt.list_files(account) == []

@@ -1,9 +1,9 @@
-"""Fixtures of the gateway tests: an HTTP client of the live server, and Chromium
+"""Fixtures of the gateway tests: HTTP clients of the live server, and Chromium
 (tests/browser.py) driven by Playwright for the dashboard's tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -27,4 +27,14 @@ def browser() -> Iterator[Browser]:
 def api(live_server: LiveServer) -> Iterator[httpx.Client]:
     """A client of the live server, signed in with its API key."""
     with httpx.Client(base_url=live_server.url, headers=live_server.headers, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    """An async client of the live server, signed in with its API key; its timeout (120 s)
+    only bounds a hang: a download or a first completion on a loaded CPU takes tens of
+    seconds."""
+    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
+                                 timeout=120) as c:
         yield c

@@ -8,7 +8,6 @@ runtime stand-in (a restarted tiny job is stopped by its budget: see the report)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path, PurePath
 from types import SimpleNamespace
 from typing import Any
@@ -21,13 +20,6 @@ from alallo.trainers.simulated import fake_loss
 from support import EXAMPLES, LiveServer, read_stream, upload
 
 pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=30) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

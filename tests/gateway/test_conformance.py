@@ -125,3 +125,14 @@ def test_a_completion_the_model_cannot_run_is_refused_naming_the_field(
                       timeout=120)
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("path", ["/v1/files/file-{long}", "/v1/fine_tuning/jobs/ft-{long}",
+                                  "/v1/models/ft:alallo--tiny-gpt2:acct-0:{long}"])
+def test_a_very_long_unknown_id_answers_404_with_a_short_message(api: httpx.Client,
+                                                                 path: str) -> None:
+    # The 404 names the id, its start only: 10,000 characters sent back buried the sentence.
+    answer = api.get(path.format(long="0" * 10_000))
+    assert answer.status_code == 404, answer.text[:300]
+    message = answer.json()["error"]["message"]
+    assert message.endswith("…") and len(message) < 100, message[:300]

@@ -7,13 +7,12 @@ template are refused before the job runs."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import LiveServer, upload
+from support import assert_refused_and_nothing_stored, upload
 
 from alallo.trainers.tiny import EOS_TOKEN, byte_level_tokenizer
 
@@ -25,13 +24,6 @@ CUT = ("2 of 3 examples are longer than alallo/tiny-gpt2's context of 256 tokens
 
 def jsonl(*rows: dict[str, Any]) -> bytes:
     return b"".join(json.dumps(row).encode() + b"\n" for row in rows)
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=60) as c:
-        yield c
 
 
 async def test_examples_over_the_context_are_cut_and_said_so(client: httpx.AsyncClient) -> None:
@@ -61,20 +53,14 @@ async def test_a_validation_example_that_cannot_train_is_refused_naming_its_line
     train = (await upload(client, content=jsonl({"prompt": "Q", "completion": " A"}))).json()
     validation = (await upload(client, content=jsonl(
         {"prompt": "Q", "completion": " A"}, {"prompt": "q" * 300, "completion": " A"}))).json()
-    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
-    for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
-        refused = await client.post(path, json={
-            "model": "alallo/tiny-gpt2", "training_file": train["id"],
-            "validation_file": validation["id"]})
-        assert refused.status_code == 422, refused.text
-        assert refused.json()["error"] == {
-            "code": "invalid_request", "param": "validation_file",
-            "message": "line 2: the prompt is 300 tokens and the model's context is 256, so no "
-                       "token of the completion fits and the example cannot train: shorten the "
-                       "prompt (fewer or shorter messages), or choose a model with a longer "
-                       "context"}
-    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
-    assert after == before
+    await assert_refused_and_nothing_stored(client, {
+        "model": "alallo/tiny-gpt2", "training_file": train["id"],
+        "validation_file": validation["id"]}, {
+        "code": "invalid_request", "param": "validation_file",
+        "message": "line 2: the prompt is 300 tokens and the model's context is 256, so no "
+                   "token of the completion fits and the example cannot train: shorten the "
+                   "prompt (fewer or shorter messages), or choose a model with a longer "
+                   "context"})
 
 
 async def test_conversations_for_a_model_without_a_chat_template_are_refused(

@@ -6,25 +6,17 @@ field (issue 17). Another account's model or checkpoint: test_tenants.py."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
+from support import EXAMPLES, FINAL, upload, wait_for_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject
 
 TINY = "alallo/tiny-gpt2"
 LOSS = re.compile(r"Step (\d+)/\d+: loss (\S+)")
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=60) as c:
-        yield c
 
 
 async def train(client: httpx.AsyncClient, **spec: Any) -> dict[str, Any]:

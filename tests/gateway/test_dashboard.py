@@ -103,17 +103,19 @@ import os, sys, time
 print("hello <script>window.pwned = 1</script> <b>bold</b>", flush=True)
 for i in range(60):
     print(f"early line {i}", flush=True)
-while not os.path.exists(sys.argv[1]):
+while not os.path.exists("../go"):  # in the job's directory, which it may read as root's
     time.sleep(0.05)  # not the test's wait: the fake trainer's poll of the flag it waits for
 print("after the flag", flush=True)
 """
-"""A trainer whose log has markup in it and goes on when the test says."""
+"""A trainer whose log has markup in it and goes on when the test says (a file ``go`` in its
+job's directory: a trainer of a root server runs as another user, who reaches no folder of
+the test's)."""
 
 
 def test_the_job_page_follows_the_log_live_and_shows_markup_as_text(
-        page: Page, api: httpx.Client, tmp_path: Path) -> None:
-    flag = tmp_path / "go"
-    job = create_job(api, {"command": [sys.executable, "-c", TRAINER, str(flag)]})
+        page: Page, api: httpx.Client, live_server: LiveServer, tmp_path: Path) -> None:
+    job = create_job(api, {"command": [sys.executable, "-c", TRAINER]})
+    flag = live_server.data_dir / "jobs" / job["id"] / "go"
     page.goto(f"{api.base_url}".rstrip("/") + f"/jobs/{job['id']}")
     log = page.locator("#log")
     expect(log).to_contain_text("hello <script>window.pwned = 1</script> <b>bold</b>")

@@ -11,13 +11,13 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
+from support import EXAMPLES, FINAL, assert_refused_and_nothing_stored, upload, wait_for_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject
 
@@ -60,13 +60,6 @@ def openai_pairs(count: int) -> bytes:
     }).encode() + b"\n" for i in range(count))
 
 
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=60) as c:
-        yield c
-
-
 async def test_a_dpo_job_trains_on_preference_pairs_and_logs_its_figures(
         client: httpx.AsyncClient) -> None:
     # Issue 31: these pairs failed 4 runs with "num_samples=0" as a platform error.
@@ -102,19 +95,13 @@ async def test_prompts_that_fill_the_context_are_refused_at_create_naming_the_li
         client: httpx.AsyncClient) -> None:
     pairs = (await upload(client, content=seen_pairs(2) + seen_pairs(3, system=LONG_SYSTEM),
                           name="pairs.jsonl")).json()["id"]
-    before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
-    for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
-        refused = await client.post(path, json={
-            "model": "alallo/tiny-gpt2", "training_file": pairs, "method": "dpo"})
-        assert refused.status_code == 422, refused.text
-        assert refused.json()["error"] == {
-            "code": "invalid_request", "param": "training_file",
-            "message": "line 3: the prompt is 267 tokens and the model's context is 256, so "
-                       "neither answer fits and the example cannot train: shorten the prompt "
-                       "(fewer or shorter messages), or choose a model with a longer context; "
-                       "2 more lines cannot train (lines 4 and 5)"}
-    after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
-    assert after == before
+    await assert_refused_and_nothing_stored(client, {
+        "model": "alallo/tiny-gpt2", "training_file": pairs, "method": "dpo"}, {
+        "code": "invalid_request", "param": "training_file",
+        "message": "line 3: the prompt is 267 tokens and the model's context is 256, so "
+                   "neither answer fits and the example cannot train: shorten the prompt "
+                   "(fewer or shorter messages), or choose a model with a longer context; "
+                   "2 more lines cannot train (lines 4 and 5)"})
 
 
 @pytest.fixture

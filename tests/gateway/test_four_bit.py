@@ -4,32 +4,13 @@ estimate offers it, the job trains and succeeds, its log says 4-bit, and the mod
 
 from __future__ import annotations
 
-import io
-import tarfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from support import EXAMPLES, FINAL, LiveServer, upload, wait_for_job
+from support import EXAMPLES, FINAL, LiveServer, unpack, upload, wait_for_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=120) as c:
-        yield c
-
-
-def unpack(data: bytes, into: Path) -> Path:
-    """The one top directory of a tar.gz, unpacked into ``into``."""
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        tops = {name.split("/")[0] for name in archive.getnames()}
-        archive.extractall(into, filter="data")
-    (top,) = tops
-    return into / top
 
 
 # peft asks transformers a deprecated question while it wraps the base model.

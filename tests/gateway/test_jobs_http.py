@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
 from support import EXAMPLES, LiveServer, read_stream, statuses, upload, wait_for_job
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=30) as c:
-        yield c
 
 
 @pytest.fixture

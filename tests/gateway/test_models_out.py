@@ -5,12 +5,9 @@ the tests load and generate, download it from many clients at once, and delete i
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
-import tarfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ import httpx
 import openai
 import pytest
 import trio
-from support import EXAMPLES, FINAL, LiveServer, wait_until_sync
+from support import EXAMPLES, FINAL, LiveServer, unpack, wait_until_sync
 
 from alallo.client import AsyncClient, Client
 
@@ -49,22 +46,6 @@ def trained(live_server: LiveServer) -> dict[str, Any]:
                 "status"] in FINAL and j, timeout=180, interval=0.2, what="the job ended")
     assert job["status"] == "succeeded", job
     return job
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=120) as c:
-        yield c
-
-
-def unpack(data: bytes, into: Path) -> Path:
-    """The one top directory of a tar.gz, unpacked into ``into``."""
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        tops = {name.split("/")[0] for name in archive.getnames()}
-        archive.extractall(into, filter="data")
-    (top,) = tops
-    return into / top
 
 
 def generate(model: object, tokenizer: object) -> str:

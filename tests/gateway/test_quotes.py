@@ -5,24 +5,16 @@ refund beside it, and the estimate answered before creating is the job's own."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 import trio
-from support import FINAL, LiveServer, upload, wait_for_job
+from support import FINAL, upload, wait_for_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # the rule, not the backend
 
 SIZES = [(steps, batch) for steps in (1, 2, 3, 5, 8, 13, 21) for batch in (1, 2, 4)][:20]
 """20 jobs: steps and batch sizes of tiny runs, the sizes of a first try."""
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=60) as c:
-        yield c
 
 
 async def test_twenty_real_jobs_are_each_charged_inside_their_quote(

@@ -10,28 +10,19 @@ import socket
 import struct
 import sys
 import termios
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from asgi import start_request
 from httpx_sse import aconnect_sse
-from support import EXAMPLES, FINAL, LiveServer, read_stream, upload, wait_until
+from support import EXAMPLES, FINAL, read_stream, upload, wait_until
 
 from alallo import Runtime, Settings
 from gateway import build_app, serve
 
 SAMPLE = EXAMPLES / "sample.jsonl"
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=30) as c:
-        yield c
 
 
 async def create_simulated(client: httpx.AsyncClient, *, steps: int,

@@ -402,6 +402,33 @@ async def test_a_trl_job_trains_as_the_trainer_user_with_the_interpreter_behind_
     assert {p.stat().st_uid for p in built.iterdir()} == {_trainer_uid()}
 
 
+@pytest.mark.slow
+async def test_a_model_the_server_made_or_the_operator_names_trains_as_the_trainer_user(
+        server_factory: Factory, tmp_path: Path) -> None:
+    # Both failed every attempt as a platform error (issue 31): the server's own copy of
+    # the built-in model, built when it first served a completion (transformers writes the
+    # weights 0600), and an operator's model folder behind a folder only root may enter.
+    from alallo.trainers.tiny import build_tiny_gpt2
+
+    server = server_factory()
+    private = tmp_path / "operator"
+    private.mkdir(mode=0o700)
+    local = build_tiny_gpt2(private / "my-model")
+    (local / "model.safetensors").chmod(0o600)
+    async with connect(server) as client:
+        completion = await client.post("/v1/completions", json={
+            "model": "alallo/tiny-gpt2", "prompt": "Hi", "max_tokens": 1}, timeout=120)
+        assert completion.status_code == 200, completion.text
+        built = server.data_dir / "models" / "alallo--tiny-gpt2"
+        assert {p.stat().st_uid for p in built.iterdir()} == {os.getuid()}  # the server's
+        jobs = [(await new_job(client, "trl", model=model)).json()["id"]
+                for model in ("alallo/tiny-gpt2", str(local))]
+        for job_id in jobs:
+            final = await finished(client, job_id)
+            assert final["status"] == "succeeded", (final, await log_of(client, job_id))
+    assert private.stat().st_mode & 0o007 == 0  # still closed to other users
+
+
 def test_a_server_whose_trainer_user_cannot_run_a_trainer_refuses_to_start_in_one_line(
         tmp_path: Path) -> None:
     wrapper = tmp_path / "python"  # runs for root alone, as an interpreter installed 0700

@@ -6,7 +6,6 @@ Real TRL training of the tiny model, in a real server process.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -15,13 +14,6 @@ import pytest
 from support import EXAMPLES, LiveServer, read_stream, statuses, upload
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject, not the store
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=30) as c:
-        yield c
 
 
 async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,

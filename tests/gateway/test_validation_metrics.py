@@ -10,12 +10,11 @@ import io
 import json
 import math
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from support import FINAL, LiveServer, read_stream, upload, wait_for_job
+from support import FINAL, read_stream, upload, wait_for_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.any_backend]  # training is the subject
 
@@ -30,13 +29,6 @@ def texts(count: int, *, seed: int | None = None) -> bytes:
         pick = random.Random(seed)
         rows = [" ".join(pick.choice(words) for _ in range(12)) for _ in range(count)]
     return b"".join(json.dumps({"text": row}).encode() + b"\n" for row in rows)
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=60) as c:
-        yield c
 
 
 async def _events(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:

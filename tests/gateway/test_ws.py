@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,6 @@ from support import EXAMPLES, LiveServer, read_stream, upload
 pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
 
 Frame = dict[str, Any]
-
-
-@pytest.fixture
-async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
-                                 timeout=30) as c:
-        yield c
 
 
 async def create_simulated(client: httpx.AsyncClient, *, steps: int,

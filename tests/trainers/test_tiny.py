@@ -118,3 +118,12 @@ def test_ensure_model_rejects_hub_names(tmp_path: Path) -> None:
         ensure_model("gpt2", tmp_path)
     with pytest.raises(ValueError, match="unknown model"):
         ensure_model(str(tmp_path / "missing"), tmp_path)
+
+
+def test_the_built_model_is_readable_by_every_user(tiny_model: Path) -> None:
+    # A root server's trainers run as another user: a file only its owner may read
+    # (transformers writes model.safetensors 0600) failed every job trained on a model the
+    # server built first (issue 31).
+    assert tiny_model.stat().st_mode & 0o777 == 0o755
+    modes = {file.name: file.stat().st_mode & 0o777 for file in tiny_model.iterdir()}
+    assert set(modes.values()) == {0o644}, modes
