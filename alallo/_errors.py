@@ -218,10 +218,11 @@ _BY_STATUS: dict[int, type[_NamedApiError]] = {
 }
 
 
-def shown(value: str, limit: int = 64) -> str:
+def shown(value: str, limit: int = 256) -> str:
     """``value`` quoted for an error message, as ``repr`` quotes it, its first ``limit``
     characters only and ``…`` after them: a 10,000-character id sent back whole would
-    bury the sentence it is in."""
+    bury the sentence it is in. Every id alallo makes fits (a fine-tuned model's, with a
+    hub base and a suffix, is under 200 characters)."""
     return repr(value) if len(value) <= limit else f"{value[:limit]!r}…"
 
 

@@ -105,5 +105,5 @@ def test_an_answer_becomes_the_class_it_names(status: int, code: str,
 
 def test_a_value_is_shown_quoted_and_clipped_in_a_message() -> None:
     assert shown("ft-1") == "'ft-1'"
-    assert shown("x" * 64) == repr("x" * 64)
-    assert shown("x" * 10_000) == repr("x" * 64) + "…"
+    assert shown("x" * 256) == repr("x" * 256)
+    assert shown("x" * 10_000) == repr("x" * 256) + "…"
