@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import difflib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -136,6 +137,11 @@ class Catalogue:
             "a local Hugging Face model directory",
             param="model",
         )
+
+    def closest(self, name: str) -> builtins.list[str]:
+        """Up to 3 known model ids most like ``name`` (difflib's ratio, at least 0.4), the
+        most alike first: for a message about a name that is not found."""
+        return difflib.get_close_matches(name, list(self._models), n=3, cutoff=0.4)
 
     def _local(self, name: str, path: Path) -> CatalogueModel:
         """The local model directory ``path`` (``name``, absolute), listed from now on.

@@ -11,8 +11,9 @@ weights themselves are downloaded by the trainer when the run starts
 Each way of not finding the model is told in its own words (HTTP 422, ``param="model"``):
 not a hub id at all (:func:`~alallo.capacity._catalogue.hub_id_problem`, decided before
 the hub is asked), not on the hub, no such revision, gated (and whether the server has a
-token), and this server not reaching the hub (503: the same request may work later; never
-for a name that no retry can make right).
+token), and this server not reaching the hub: a 4xx as well, never a 5xx that a client (the
+``openai`` SDK among them) would retry: the name cannot be checked, so the job cannot be
+planned, and the message says so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from .._errors import InvalidRequest, Unavailable
+from .._errors import InvalidRequest
 from ._catalogue import CatalogueModel, context_of, hub_id_problem, shown_name
 
 __all__ = ["find_on_hub", "hub_reachable"]
@@ -42,8 +43,8 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
 
     Raises:
         InvalidRequest: not a hub id (saying what is wrong with it), not on the hub, no
-            such revision, or gated (422, ``param="model"``).
-        Unavailable: the hub cannot be reached, or answered with an error of its own.
+            such revision, gated, or the hub cannot be reached or answered with an error
+            of its own (``param="model"``).
     """
     import httpx2  # huggingface_hub's HTTP client: its transport errors are its own
     from huggingface_hub import HfApi, hf_hub_download
@@ -87,10 +88,10 @@ def find_on_hub(name: str, token: str | None) -> CatalogueModel:
         raise InvalidRequest(f"{shown_name(name)} is not a Hugging Face hub id: {exc}",
                              param="model") from None
     except (HfHubHTTPError, httpx2.HTTPError, OSError, ValueError) as exc:
-        raise Unavailable(
-            f"{repo!r} is not in this server's Hugging Face cache, and the hub cannot tell "
-            f"about it now ({type(exc).__name__}: {exc}): try again; a server without the "
-            "internet reads its cache alone with HF_HUB_OFFLINE=1", param="model") from None
+        raise InvalidRequest(
+            f"{repo!r} is neither in this server's Hugging Face cache nor on a hub it can "
+            f"reach now ({type(exc).__name__}: {exc}): the operator downloads it "
+            f"(huggingface-cli download {repo})", param="model") from None
     parameters = info.safetensors.total if info.safetensors is not None else 0
     return CatalogueModel(id=name, parameters=parameters, context_length=context,
                           revision=sha, on_hub=True)

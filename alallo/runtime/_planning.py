@@ -121,8 +121,8 @@ class Planning:
         id the cache lacks, when this server reaches the hub; remembered from then on.
 
         Raises:
-            InvalidRequest: no such model here or on the hub (``param="model"``).
-            Unavailable: the hub cannot be reached now.
+            InvalidRequest: no such model here or on the hub, or the hub cannot be reached
+                to tell (``param="model"``; the message names the closest known models).
         """
         try:
             return self._catalogue.resolve(name)
@@ -130,8 +130,13 @@ class Planning:
             if not HUB_ID.match(name) or not hub_reachable():
                 raise
         token = self._settings.hf_token
-        model = await trio.to_thread.run_sync(
-            find_on_hub, name, token.get_secret_value() if token else None)
+        try:
+            model = await trio.to_thread.run_sync(
+                find_on_hub, name, token.get_secret_value() if token else None)
+        except InvalidRequest as exc:
+            closest = ", ".join(repr(known) for known in self._catalogue.closest(name))
+            raise InvalidRequest(f"{exc.message}; the closest known: {closest}" if closest
+                                 else exc.message, param="model") from None
         self._catalogue.remember(model)
         return model
 

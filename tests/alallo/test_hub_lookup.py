@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fake_hub import FakeHub, patch_hub_client, serve_fake_hub
 
-from alallo import InvalidRequest, Unavailable
+from alallo import InvalidRequest
 from alallo.capacity import find_on_hub
 
 pytestmark = pytest.mark.unit
@@ -61,10 +61,11 @@ def test_what_cannot_be_had_is_said(hub: str, name: str, token: str | None, word
     assert refused.value.param == "model" and refused.value.message.startswith(words)
 
 
-def test_a_hub_that_does_not_answer_is_unavailable(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
+def test_a_hub_that_does_not_answer_is_a_refusal_no_retry_can_change(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Not a 503: a client (the openai SDK) retries a 5xx, and the name stays unchecked.
     patch_hub_client(monkeypatch, "http://127.0.0.1:9", tmp_path / "hf")  # nothing listens
-    with pytest.raises(Unavailable, match="'acme/x' is not in this server's Hugging Face "
-                                          "cache, and the hub cannot tell about it now") as e:
+    with pytest.raises(InvalidRequest, match="'acme/x' is neither in this server's Hugging "
+                                             "Face cache nor on a hub it can reach now") as e:
         find_on_hub("acme/x", None)
-    assert e.value.param == "model" and "HF_HUB_OFFLINE=1" in e.value.message
+    assert e.value.param == "model" and "huggingface-cli download acme/x" in e.value.message

@@ -36,3 +36,20 @@ async def test_a_malformed_model_id_answers_422_naming_the_problem_never_503(
                 assert "is not a Hugging Face hub id: " in error["message"], error["message"]
                 assert words in error["message"]
         assert (await client.get("/v1/fine_tuning/jobs")).json()["data"] == []
+
+
+async def test_a_hub_id_the_server_cannot_check_is_refused_naming_the_closest_models(
+        server_factory: Callable[..., LiveServer]) -> None:
+    # It answered 503, which the openai SDK retries (issue 32): no retry can check it.
+    server = server_factory(HF_HUB_OFFLINE="0", HF_ENDPOINT="http://127.0.0.1:9")
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers,
+                                 timeout=30) as client:
+        file_id = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
+        answer = await client.post("/v1/fine_tuning/jobs", json={
+            "model": "alallo/tiny-gpt3", "training_file": file_id})
+        assert 400 <= answer.status_code < 500, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "model"
+        assert error["message"].startswith("'alallo/tiny-gpt3' is neither in this server's "
+                                           "Hugging Face cache nor on a hub it can reach now")
+        assert error["message"].endswith("; the closest known: 'alallo/tiny-gpt2'")
