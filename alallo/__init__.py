@@ -49,8 +49,12 @@ if TYPE_CHECKING:
     from .api import Checkpoint as Checkpoint
     from .api import CheckpointList as CheckpointList
     from .api import CheckpointMetrics as CheckpointMetrics
+    from .api import CheckpointPermission as CheckpointPermission
+    from .api import CheckpointPermissionDeleted as CheckpointPermissionDeleted
+    from .api import CheckpointPermissionList as CheckpointPermissionList
     from .api import ChunkDelta as ChunkDelta
     from .api import DashboardLink as DashboardLink
+    from .api import ErrorDetail as ErrorDetail
     from .api import Estimate as Estimate
     from .api import EstimatePlan as EstimatePlan
     from .api import EstimatePrice as EstimatePrice
@@ -63,9 +67,12 @@ if TYPE_CHECKING:
     from .api import JobEvent as JobEvent
     from .api import JobEventList as JobEventList
     from .api import JobList as JobList
+    from .api import JobMethod as JobMethod
+    from .api import JobMethodSettings as JobMethodSettings
     from .api import JobMetrics as JobMetrics
     from .api import LatestCheckpoint as LatestCheckpoint
     from .api import LogPage as LogPage
+    from .api import MethodHyperparameters as MethodHyperparameters
     from .api import MetricsList as MetricsList
     from .api import MetricsReport as MetricsReport
     from .api import Model as Model
@@ -78,12 +85,12 @@ if TYPE_CHECKING:
     from .api import Progress as Progress
     from .api import StreamDone as StreamDone
     from .api import StreamError as StreamError
-    from .api import StreamErrorDetail as StreamErrorDetail
     from .api import TextChoice as TextChoice
     from .api import TextChunkChoice as TextChunkChoice
     from .api import TextCompletion as TextCompletion
     from .api import TextCompletionChunk as TextCompletionChunk
     from .api import TimeRange as TimeRange
+    from .api import TogetherPriceEstimate as TogetherPriceEstimate
     from .api import Trainer as Trainer
     from .api import TrainerList as TrainerList
     from .api import TrainingLogLine as TrainingLogLine
@@ -118,11 +125,15 @@ _ORIGINS = {
     "Checkpoint": ".api",
     "CheckpointList": ".api",
     "CheckpointMetrics": ".api",
+    "CheckpointPermission": ".api",
+    "CheckpointPermissionDeleted": ".api",
+    "CheckpointPermissionList": ".api",
     "ChunkDelta": ".api",
     "Client": ".client",
     "ClientError": "._errors",
     "Conflict": "._errors",
     "DashboardLink": ".api",
+    "ErrorDetail": ".api",
     "Estimate": ".api",
     "EstimatePlan": ".api",
     "EstimatePrice": ".api",
@@ -143,6 +154,9 @@ _ORIGINS = {
     "JobEvent": ".api",
     "JobEventList": ".api",
     "JobList": ".api",
+    "JobMethod": ".api",
+    "JobMethodSettings": ".api",
+    "MethodHyperparameters": ".api",
     "JobMetrics": ".api",
     "JobSpec": ".jobs",
     "JobStatus": "._status",
@@ -162,13 +176,13 @@ _ORIGINS = {
     "Progress": ".api",
     "StreamDone": ".api",
     "StreamError": ".api",
-    "StreamErrorDetail": ".api",
     "TextChunkChoice": ".api",
     "TextCompletionChunk": ".api",
     "Runtime": ".runtime",
     "SettingError": "._errors",
     "Settings": ".settings",
     "TimeRange": ".api",
+    "TogetherPriceEstimate": ".api",
     "Trainer": ".api",
     "TrainerList": ".api",
     "TrainingLogLine": ".api",
@@ -192,11 +206,15 @@ __all__ = [
     "Checkpoint",
     "CheckpointList",
     "CheckpointMetrics",
+    "CheckpointPermission",
+    "CheckpointPermissionDeleted",
+    "CheckpointPermissionList",
     "ChunkDelta",
     "Client",
     "ClientError",
     "Conflict",
     "DashboardLink",
+    "ErrorDetail",
     "Estimate",
     "EstimatePlan",
     "EstimatePrice",
@@ -216,6 +234,8 @@ __all__ = [
     "JobEvent",
     "JobEventList",
     "JobList",
+    "JobMethod",
+    "JobMethodSettings",
     "JobMetrics",
     "JobSpec",
     "JobStatus",
@@ -224,6 +244,7 @@ __all__ = [
     "LogLine",
     "LogPage",
     "Message",
+    "MethodHyperparameters",
     "MetricsList",
     "MetricsReport",
     "Model",
@@ -240,12 +261,12 @@ __all__ = [
     "Settings",
     "StreamDone",
     "StreamError",
-    "StreamErrorDetail",
     "TextChoice",
     "TextChunkChoice",
     "TextCompletion",
     "TextCompletionChunk",
     "TimeRange",
+    "TogetherPriceEstimate",
     "Trainer",
     "TrainerList",
     "TrainingLogLine",

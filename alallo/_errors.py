@@ -5,8 +5,8 @@
     AlalloError                     every error alallo raises, embedded or over HTTP
     ├── ApiError                    a refusal, as the server sends it: status_code, code,
     │                               message, param
-    │   ├── InvalidRequest      422 the request is malformed or names a bad value
-    │   │   └── InvalidFile     422 an uploaded JSONL file has a bad line
+    │   ├── InvalidRequest      400 the request is malformed or names a bad value
+    │   │   └── InvalidFile     400 an uploaded JSONL file has a bad line
     │   ├── Unauthorized        401 no or unknown API key
     │   ├── Forbidden           403 the key is valid but its account may not do this
     │   ├── NotFound            404 no such file, job or model in this account
@@ -76,7 +76,7 @@ class ApiError(AlalloError):
     A client raises the subclass the answer names (a 404 is a :class:`NotFound`),
     or this class itself for a status that none names (402, 405, 500, a proxy's
     502...). ``str(err)`` reads as one line, e.g.
-    ``422 invalid_request: line 7: not a JSON object (param: file)``.
+    ``400 invalid_request: line 7: not a JSON object (param: file)``.
 
     Args:
         status_code: The HTTP status of the answer, e.g. 404 or 409.
@@ -118,9 +118,10 @@ class _NamedApiError(ApiError):
 
 
 class InvalidRequest(_NamedApiError):
-    """A request that cannot be carried out as asked; nothing was changed."""
+    """A request that cannot be carried out as asked; nothing was changed (HTTP 400, as
+    OpenAI answers a bad request: ``error.type`` ``invalid_request_error``)."""
 
-    status_code = 422
+    status_code = 400
     code = "invalid_request"
 
 

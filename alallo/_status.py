@@ -14,6 +14,9 @@ class JobStatus(str, enum.Enum):
     RUNNING = "running"
     RE_SCHEDULING = "re-scheduling"
     CANCELLING = "cancelling"
+    PAUSED = "paused"
+    """alallo's own: the user paused the job (``POST .../pause``); it holds no capacity and
+    costs nothing until resumed (``POST .../resume``), then continues from its checkpoint."""
     CANCELLED = "cancelled"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -42,6 +45,14 @@ class Message(str, enum.Enum):
     BUDGET_REACHED = "Stopped: the budget was reached"
     TIME_LIMIT_REACHED = "Stopped: the time limit was reached"
     PLATFORM_ERROR = "Failed. We've been notified and are looking into it."
+    PAUSING = "Pausing: saving a checkpoint"
+
+    @staticmethod
+    def paused(step: int) -> str:
+        """A paused job's message: how to resume it, and from which step."""
+        if step <= 0:
+            return "Paused. Resume it to queue it again; it starts from the beginning."
+        return f"Paused at step {step}. Resume it to continue from step {step}."
 
     @staticmethod
     def training_failed(last_line: str) -> str:
@@ -83,6 +94,9 @@ class EventType(str, enum.Enum):
     JOB_STOPPED = "JOB_STOPPED"
     JOB_RESCHEDULED = "JOB_RESCHEDULED"
     JOB_RESTARTED = "JOB_RESTARTED"
+    PAUSE_REQUESTED = "PAUSE_REQUESTED"
+    JOB_PAUSED = "JOB_PAUSED"
+    JOB_RESUMED = "JOB_RESUMED"
     ESTIMATE_REVISED = "ESTIMATE_REVISED"
     BILLING_LIMIT = "BILLING_LIMIT"
     REFUND = "REFUND"

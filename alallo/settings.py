@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     once (a TRL job's first step comes seconds sooner); false starts each one cold."""
     cancel_grace_s: float = Field(default=5.0, ge=0)
     """Seconds a trainer gets after SIGTERM before it is killed (SIGKILL)."""
+    pause_grace_s: float = Field(default=120.0, ge=0)
+    """Seconds a trainer asked to pause gets to save its checkpoint and exit before it is
+    stopped as a cancelled one is (``docs/trainer-protocol.md``, "Pausing")."""
     max_upload_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
     """Largest training file accepted by ``POST /v1/files`` (bytes)."""
     max_steps_limit: int = Field(default=1_000_000, gt=0)
@@ -148,6 +151,11 @@ class Settings(BaseSettings):
     """How jobs with a W&B integration report: to W&B, or to local files (``wandb sync``)."""
     wandb_base_url: str | None = None
     """The W&B server, when not the public one."""
+    file_expiry_sweep_s: float = Field(default=60.0, gt=0)
+    """How often expired uploads (sent with ``expires_after``) are looked for and deleted."""
+    min_file_expiry_s: int = Field(default=3600, ge=1)
+    """The shortest ``expires_after.seconds`` an upload may ask: OpenAI's 3600 (tests
+    lower it)."""
     hf_token: SecretStr | None = None
     """A Hugging Face token (``hf_…``) for gated or private hub models: used to find a
     model on the hub when a job names one the cache lacks, and given to the built-in

@@ -40,7 +40,9 @@ def main() -> None:
         print(f"finished {job.status}: {job.fine_tuned_model}")
         print(f"hyperparameters: {job.hyperparameters}")
 
-        for event in client.fine_tuning.jobs.list_events(job.id, limit=5):  # pages by itself
+        # Newest first, as OpenAI's: messages, and a metrics event (data: step, train_loss...)
+        # per logged step; the SDK pages toward older events by itself.
+        for event in client.fine_tuning.jobs.list_events(job.id, limit=5):
             print(f"event {event.type}: {event.message}")
         recent = [j.id for j in client.fine_tuning.jobs.list(limit=3)]
         print(f"newest jobs: {', '.join(recent)}")

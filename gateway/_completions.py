@@ -26,6 +26,7 @@ from alallo.runtime import Completion
 
 from ._auth import account_of, runtime_of
 from ._body import json_object
+from ._errors import error_type
 
 __all__ = ["chat_completions", "completions"]
 
@@ -86,7 +87,8 @@ async def _stream(completion: Completion, chat: bool) -> AsyncIterator[str]:
             yield chunk({"delta": {"content": piece}, "finish_reason": None} if chat
                         else {"text": piece, "finish_reason": None})
     except ApiError as exc:
-        error = {"message": exc.message, "type": exc.code, "param": exc.param, "code": exc.code}
+        error = {"message": exc.message, "type": error_type(exc.status_code),
+                 "param": exc.param, "code": exc.code}
         yield f"data: {json.dumps({'error': error})}\n\n"
         return
     finish = "length" if completion.finish_reason == "length" else "stop"

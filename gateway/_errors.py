@@ -43,10 +43,18 @@ class RequestTooLarge(InvalidRequest):
 _NOT_A_REFUSAL_STATUS = 400
 
 
+def error_type(status: int) -> str:
+    """OpenAI's ``error.type`` for an answer's status: ``server_error`` for a 5xx, else
+    ``invalid_request_error`` (what its API answers to a bad request, a key it does not
+    know, an id it has not, a state conflict)."""
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
 def error_response(status: int, code: str, message: str, param: str | None) -> JSONResponse:
-    """The error body of API.md with its status."""
-    return JSONResponse({"error": {"code": code, "message": message, "param": param}},
-                        status_code=status)
+    """The error body of API.md with its status: OpenAI's ``{"error": {"message", "type",
+    "param", "code"}}``."""
+    return JSONResponse({"error": {"message": message, "type": error_type(status),
+                                   "param": param, "code": code}}, status_code=status)
 
 
 async def _alallo_error(request: Request, exc: AlalloError) -> JSONResponse:
@@ -58,13 +66,17 @@ async def _validation_error(request: Request, exc: ValidationError) -> JSONRespo
     first: dict[str, Any] = dict(exc.errors()[0])
     param = ".".join(str(part) for part in first["loc"]) or None
     message = str(first["msg"])
+    if first["type"] == "extra_forbidden":  # pydantic's words name no field: OpenAI's do
+        message = f"Unrecognized request argument supplied: {param}"
     given = first.get("input")
     if ("url" in first and first["type"] != "extra_forbidden"
             and isinstance(given, bool | int | float)):
         # What came, in pydantic's own messages ("url": not one of ours, which say it
         # themselves), when it is a number or a boolean: never a string (maybe a secret).
         message += f", got {json.dumps(given)[:40]}"
-    return error_response(422, "invalid_request", message, param)
+    if param is not None and param not in message:  # OpenAI's messages name the field
+        message = f"{param}: {message}"
+    return error_response(400, "invalid_request", message, param)
 
 
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

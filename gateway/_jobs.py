@@ -4,25 +4,28 @@
 from __future__ import annotations
 
 import time
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from alallo import LOCAL_ACCOUNT
-from alallo.runtime import list_checkpoints, views
+from alallo import LOCAL_ACCOUNT, InvalidRequest
+from alallo.runtime import list_checkpoints, list_job_events, views
 
 from ._auth import account_of, runtime_of
-from ._body import json_object, parse_int, query_int
+from ._body import json_object, query_int
 from ._errors import Forbidden
+from ._job_filters import metadata_filter
 from ._job_json import JobJson
 
 __all__ = [
     "cancel_job", "capacity", "create_estimate", "create_job", "drain_node", "get_job",
     "job_checkpoints", "job_events", "job_log", "job_metrics", "list_jobs", "list_trainers",
-    "undrain_node",
+    "pause_job", "resume_job", "undrain_node",
 ]
 
 MAX_PAGE = 1000
+EventTypeName = Literal["message", "metrics"]
 
 
 async def create_job(request: Request) -> JSONResponse:
@@ -41,11 +44,13 @@ async def create_estimate(request: Request) -> JSONResponse:
 
 
 async def list_jobs(request: Request) -> JSONResponse:
-    """``GET /v1/fine_tuning/jobs?limit=&after=`` → newest first."""
+    """``GET /v1/fine_tuning/jobs?limit=&after=&metadata[KEY]=VALUE`` → newest first; only
+    the jobs whose metadata holds each pair given (:mod:`gateway._job_filters`)."""
     account = await account_of(request)
     limit = query_int(request, "limit", 20, low=1, high=MAX_PAGE)
     jobs, more = await runtime_of(request).list_jobs(
-        account, limit=limit, after=request.query_params.get("after") or None)
+        account, limit=limit, after=request.query_params.get("after") or None,
+        metadata=metadata_filter(request))
     now = time.time()
     return JSONResponse(views.page([views.job_view(j, now=now) for j in jobs], more))
 
@@ -66,19 +71,54 @@ async def cancel_job(request: Request) -> JSONResponse:
     return JSONResponse(views.job_view(job, now=time.time()))
 
 
-async def job_events(request: Request) -> JSONResponse:
-    """``GET /v1/fine_tuning/jobs/{job_id}/events?after=&limit=``, oldest first."""
+async def pause_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs/{job_id}/pause`` (OpenAI's ``jobs.pause``): the job
+    ``paused`` once its trainer saved a checkpoint and stopped (``running``, ``Pausing: ...``
+    if that takes longer than 30 s); 409 for a finished job or
+    one being cancelled."""
     account = await account_of(request)
-    job_id = request.path_params["job_id"]
-    # The openai SDK pages with the last event's id ("ft-…-event-12"): take its seq.
-    raw_after = request.query_params.get("after", "")
-    prefix = f"{job_id}-event-"
-    after = (parse_int(raw_after[len(prefix):], "after", high=2**62)
-             if raw_after.startswith(prefix) else query_int(request, "after", 0, high=2**62))
-    limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
-    events, more = await runtime_of(request).list_events(account, job_id, after=after,
-                                                        limit=limit)
-    return JSONResponse(views.page([views.event_view(e, job_id) for e in events], more))
+    job = await runtime_of(request).jobs.pause_job(account, request.path_params["job_id"])
+    return JSONResponse(views.job_view(job, now=time.time()))
+
+
+async def resume_job(request: Request) -> JSONResponse:
+    """``POST /v1/fine_tuning/jobs/{job_id}/resume`` (OpenAI's ``jobs.resume``): the job
+    ``queued`` again, to continue from its checkpoint; 409 for a job that is not paused."""
+    account = await account_of(request)
+    job = await runtime_of(request).jobs.resume_job(account, request.path_params["job_id"])
+    return JSONResponse(views.job_view(job, now=time.time()))
+
+
+async def job_events(request: Request) -> JSONResponse:
+    """``GET /v1/fine_tuning/jobs/{job_id}/events?after=&limit=&order=&type=``: OpenAI's
+    list, newest first, ``after`` an event id (:func:`alallo.runtime.list_job_events`);
+    alallo's ``order=asc`` reads oldest first, ``type`` keeps ``message`` or ``metrics``."""
+    account = await account_of(request)
+    limit = query_int(request, "limit", 20, low=1, high=MAX_PAGE)
+    events, more = await list_job_events(
+        runtime_of(request), account, request.path_params["job_id"],
+        after=request.query_params.get("after") or None, limit=limit,
+        newest_first=_choice(request, "order", ("desc", "asc")) != "asc",
+        types=_event_types(request))
+    return JSONResponse(views.page(events, more))
+
+
+def _event_types(request: Request) -> tuple[EventTypeName, ...]:
+    wanted = _choice(request, "type", ("message", "metrics"))
+    return ("message", "metrics") if wanted is None else (wanted,)
+
+
+def _choice(request: Request, name: str, values: tuple[str, ...]) -> Any:
+    """A query parameter that is one of ``values``; None when absent or empty.
+
+    Raises:
+        InvalidRequest: another value (422, ``param=name``).
+    """
+    raw = request.query_params.get(name) or None
+    if raw is not None and raw not in values:
+        raise InvalidRequest(f"{name} must be one of {', '.join(values)}, got {raw[:40]!r}",
+                             param=name)
+    return raw
 
 
 async def job_checkpoints(request: Request) -> JSONResponse:

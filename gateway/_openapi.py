@@ -29,9 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import JobSpec, Settings, api
-from alallo.runtime import ChatRequest, TextRequest
+from alallo.runtime import MAX_PERMISSIONS_PAGE, ChatRequest, ShareRequest, TextRequest
+from alallo.runtime import TogetherEstimateRequest
 
-from ._files import MAX_FILES_PAGE
+from ._files import MAX_FILES_PAGE, UPLOAD_FORM
+from ._job_filters import METADATA_DOC, METADATA_SCHEMA
 from ._jobs import MAX_PAGE
 from ._openapi_events import EVENT_SHAPES, event_schema
 from ._sessions import SESSION_COOKIE
@@ -50,6 +52,8 @@ class Param:
     where: Literal["query", "header"] = "query"
     empty: bool = False
     """An empty value (``?limit=``) is taken as none given (``allowEmptyValue``)."""
+    style: str | None = None
+    """OpenAPI's serialization of an object, e.g. ``deepObject`` (``?metadata[k]=v``)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Operation:
     body: type | str | None = None
     """A pydantic model (JSON body) or ``multipart/form-data``."""
     params: tuple[Param, ...] = ()
-    errors: tuple[int, ...] = (401, 404, 422)
+    errors: tuple[int, ...] = (400, 401, 404)
     auth: bool = True
     extra: dict[int, str] = field(default_factory=dict)
     """Other success statuses and what they mean (e.g. 204 on a finished stream)."""
@@ -121,46 +125,62 @@ _RESUME = (
 _EVENTS_AFTER = Param(
     "after", {"anyOf": [_integer(0, 2**62, 0),
                         {"type": "string", "pattern": "^ft-[0-9a-f]+-event-[0-9]+$"}]},
-    "Events after this seq, or after this event id (``<job id>-event-<seq>``, as the "
-    "openai package pages); 0 if not given.", empty=True)
+    "The last event id of the previous page (``<job id>-event-<seq>``, as the openai "
+    "package pages) or its seq: newest first, the events before it; with order=asc, those "
+    "after it. From the newest (the oldest) if not given.", empty=True)
+_EVENTS_ORDER = Param(
+    "order", {"type": "string", "enum": ["desc", "asc"]},
+    "alallo's: desc (OpenAI's, the default) lists newest first; asc oldest first, as a log.",
+    empty=True)
+_EVENTS_TYPE = Param(
+    "type", {"type": "string", "enum": ["message", "metrics"]},
+    "alallo's: only message events (alallo_type says their kind) or only metrics events; "
+    "both if not given.", empty=True)
+
+_METADATA_FILTER = Param("metadata", METADATA_SCHEMA, METADATA_DOC, style="deepObject")
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=(422,)),
+    Operation("get", "/", "The dashboard (Jobs tab)", "text/html", auth=False, errors=(400,)),
     Operation("get", "/jobs/{job_id}", "The dashboard (a job's page)", "text/html",
-              auth=False, errors=(422,),
+              auth=False, errors=(400,),
               extra={404: "No such job in the caller's account (another account's included): "
                           "the page says 'Job not found'."}),
     Operation("get", "/signin/{token}", "Sign in to the dashboard with a one-time link",
-              "text/html", auth=False, errors=(401, 422),
+              "text/html", auth=False, errors=(400, 401),
               extra={303: "Signed in: the session cookie is set; go to the Jobs tab."}),
     Operation("post", "/signout", "Sign out of the dashboard: end the cookie's session",
-              "text/html", auth=False, errors=(422,),
+              "text/html", auth=False, errors=(400,),
               extra={303: "Signed out: the session has ended and its cookie is cleared."}),
     Operation("post", "/v1/dashboard/links", "A one-time sign-in link for the dashboard",
-              api.DashboardLink, errors=(401, 422)),
-    Operation("get", "/healthz", "Health", api.Health, auth=False, errors=(422,)),
-    Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=(422,)),
+              api.DashboardLink, errors=(400, 401)),
+    Operation("get", "/healthz", "Health", api.Health, auth=False, errors=(400,)),
+    Operation("get", "/metrics", "Prometheus metrics", "text/plain", auth=False, errors=(400,)),
     Operation("get", "/openapi.json", "This document", "application/json", auth=False,
-              errors=(422,)),
+              errors=(400,)),
     Operation("post", "/v1/files", "Upload a JSONL training file", api.FileObject,
-              body="multipart/form-data", errors=(400, 401, 413, 422)),
-    Operation("get", "/v1/files", "The account's files, newest first", api.FileList,
+              body="multipart/form-data", errors=(400, 401, 413)),
+    Operation("get", "/v1/files", "The account's files that have not expired, newest first",
+              api.FileList,
               params=(_limit(MAX_FILES_PAGE, MAX_FILES_PAGE),
-                      _after_id("file", "one the account has no file of answers 422")),
-              errors=(401, 422)),
+                      _after_id("file", "one the account has no file of answers 400"),
+                      Param("purpose", {"type": "string"}, "Only the files of this purpose.",
+                            empty=True),
+                      Param("order", {"enum": ["asc", "desc"], "default": "desc"},
+                            "By creation: newest first (desc), oldest first (asc).", empty=True)),
+              errors=(400, 401)),
     Operation("get", "/v1/files/{file_id}", "A file", api.FileObject),
     Operation("delete", "/v1/files/{file_id}", "Delete a file", api.FileDeleted,
-              errors=(401, 404, 409, 422)),
+              errors=(400, 401, 404, 409)),
     Operation("get", "/v1/files/{file_id}/content", "A file's bytes", "application/jsonl"),
     Operation("post", "/v1/chat/completions",
               "A fine-tuned or base model's answer to a conversation (OpenAI's shape)",
               api.ChatCompletion, body=ChatRequest, streams=True, events="chat",
-              errors=(400, 401, 403, 404, 413, 422, 503)),
+              errors=(400, 401, 403, 404, 413, 503)),
     Operation("post", "/v1/completions", "A fine-tuned or base model's continuation of a prompt",
               api.TextCompletion, body=TextRequest, streams=True, events="text",
-              errors=(400, 401, 403, 404, 413, 422, 503)),
+              errors=(400, 401, 403, 404, 413, 503)),
     Operation("get", "/v1/models", "The model catalogue, then the account's fine-tuned models",
-              api.ModelList, errors=(401, 422)),
+              api.ModelList, errors=(400, 401)),
     Operation("get", "/v1/models/{model_id}/content",
               "A fine-tuned model as a tar.gz: the adapter, or merged into its base",
               "application/gzip",
@@ -168,42 +188,71 @@ OPERATIONS: tuple[Operation, ...] = (
                             "adapter: the LoRA adapter's files; merged: the whole model, the "
                             "adapter merged into its base."),),
               extra={206: "The part a Range header asked for (RFC 9110)."},
-              errors=(401, 404, 416, 422)),
-    Operation("get", "/v1/models/{model_id}", "One of the account's fine-tuned models",
-              api.Model),
-    Operation("delete", "/v1/models/{model_id}", "Delete a fine-tuned model's files",
-              api.ModelDeleted),
+              errors=(400, 401, 404, 416)),
+    Operation("get", "/v1/models/{model_id:model}",
+              "A model: of the catalogue (its id may hold a /), one of the account's "
+              "fine-tuned models (ft:…) or checkpoint models (ft:…:ckpt-step-N)", api.Model),
+    Operation("delete", "/v1/models/{model_id:model}",
+              "Delete a fine-tuned or checkpoint model's files", api.ModelDeleted,
+              errors=(400, 401, 404, 409)),
+    Operation("post", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions",
+              "Share a checkpoint model with other accounts (OpenAI's project_ids)",
+              api.CheckpointPermissionList, body=ShareRequest),
+    Operation("get", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions",
+              "A checkpoint model's permissions", api.CheckpointPermissionList,
+              params=(Param("project_id", {"type": "string"},
+                            "Only the permission of this account.", empty=True),
+                      _after_id("permission", "another string answers 400"),
+                      _limit(MAX_PERMISSIONS_PAGE, 10),
+                      Param("order", {"enum": ["ascending", "descending"],
+                                      "default": "descending"},
+                            "By creation: newest first (descending) or oldest first.",
+                            empty=True))),
+    Operation("delete", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}",
+              "Revoke a permission: the account it names can no longer use the checkpoint",
+              api.CheckpointPermissionDeleted),
     Operation("get", "/v1/trainers", "The trainers a job may name", api.TrainerList,
-              errors=(401, 422)),
+              errors=(400, 401)),
     Operation("get", "/v1/account",
               "The caller's account: balance, billing limit, what it may spend and has spent",
-              api.Account, errors=(401, 422)),
+              api.Account, errors=(400, 401)),
     Operation("get", "/v1/capacity", "Nodes, devices, free and busy, and the queue",
-              api.Capacity, errors=(401, 422)),
+              api.Capacity, errors=(400, 401)),
     Operation("post", "/v1/capacity/nodes/{node}/drain",
               "Drain a node: move its jobs (from their checkpoints), place no more (operator)",
-              api.NodeDrain, errors=(401, 403, 404, 422)),
+              api.NodeDrain, errors=(400, 401, 403, 404)),
     Operation("post", "/v1/capacity/nodes/{node}/undrain", "Place jobs on a node again (operator)",
-              api.NodeDrain, errors=(401, 403, 404, 422)),
+              api.NodeDrain, errors=(400, 401, 403, 404)),
     Operation("post", "/v1/fine_tuning/estimates", "Estimate time and price", api.Estimate,
-              body=JobSpec, errors=(400, 401, 403, 413, 422)),
+              body=JobSpec, errors=(400, 401, 403, 413)),
+    Operation("post", "/v1/fine-tunes/estimate-price",
+              "Together's price estimate of a job, from alallo's", api.TogetherPriceEstimate,
+              body=TogetherEstimateRequest, errors=(400, 401, 403, 413)),
     Operation("post", "/v1/fine_tuning/jobs", "Create a job", api.FineTuningJob, body=JobSpec,
-              errors=(400, 401, 402, 403, 413, 422)),
+              errors=(400, 401, 402, 403, 413)),
     Operation("get", "/v1/fine_tuning/jobs", "The account's jobs, newest first", api.JobList,
               params=(_limit(MAX_PAGE, 20),
-                      _after_id("job", "from the first job if the account has no such job")),
-              errors=(401, 422)),
+                      _after_id("job", "from the first job if the account has no such job"),
+                      _METADATA_FILTER),
+              errors=(400, 401)),
     Operation("get", "/v1/fine_tuning/stream", "Every job of the account, live (SSE)",
-              "text/event-stream", params=_RESUME, events="account", errors=(401, 422, 429)),
+              "text/event-stream", params=_RESUME, events="account", errors=(400, 401, 429)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}", "A job", api.FineTuningJob),
     Operation("post", "/v1/fine_tuning/jobs/{job_id}/cancel", "Cancel a job", api.FineTuningJob,
-              errors=(401, 404, 409, 422)),
-    Operation("get", "/v1/fine_tuning/jobs/{job_id}/events", "A job's events, oldest first",
-              api.JobEventList, params=(_limit(MAX_PAGE, 100), _EVENTS_AFTER)),
+              errors=(400, 401, 404, 409)),
+    Operation("post", "/v1/fine_tuning/jobs/{job_id}/pause",
+              "Pause a job: it saves a checkpoint and frees its capacity", api.FineTuningJob,
+              errors=(400, 401, 404, 409)),
+    Operation("post", "/v1/fine_tuning/jobs/{job_id}/resume",
+              "Resume a paused job from its checkpoint", api.FineTuningJob,
+              errors=(400, 401, 404, 409)),
+    Operation("get", "/v1/fine_tuning/jobs/{job_id}/events",
+              "A job's events (messages and metrics), newest first", api.JobEventList,
+              params=(_limit(MAX_PAGE, 20), _EVENTS_AFTER, _EVENTS_ORDER, _EVENTS_TYPE)),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/checkpoints",
               "A job's saved checkpoints, newest first", api.CheckpointList,
               params=(_limit(MAX_PAGE, 10),
-                      _after_id("checkpoint", "another string answers 422"))),
+                      _after_id("checkpoint", "another string answers 400"))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/log", "A job's training log", api.LogPage,
               params=(_after_number("line's n"), _limit(10_000, 1000),
                       Param("attempt", _integer(0, 10_000, 0),
@@ -213,15 +262,18 @@ OPERATIONS: tuple[Operation, ...] = (
               "A job's metrics series, one row per step past after (a step)", api.MetricsList,
               params=(_after_number("step"), _limit(10_000, 1000))),
     Operation("get", "/v1/fine_tuning/jobs/{job_id}/stream", "A job, live (SSE)",
-              "text/event-stream", params=_RESUME, events="job", errors=(401, 404, 422, 429),
+              "text/event-stream", params=_RESUME, events="job", errors=(400, 401, 404, 429),
               extra={204: "The job is finished and everything up to Last-Event-ID was sent."}),
 )
 """Every HTTP route (the WebSocket ``/v1/ws`` is outside OpenAPI; see docs/api.md).
 
-Every route may answer 422 to a query parameter given twice (:mod:`gateway._query`), and
+Every route may answer 400 to a query parameter given twice (:mod:`gateway._query`), and
 every one that reads the database 503 when it cannot (``store_unavailable``)."""
 
-_REQUEST_BODIES = (JobSpec, ChatRequest, TextRequest)
+_REQUEST_BODIES = (JobSpec, ChatRequest, TextRequest, ShareRequest, TogetherEstimateRequest)
+_CONVERTOR = re.compile(r"{(\w+)(?::\w+)?}")
+"""A path parameter, with Starlette's convertor if any (``{model_id:model}``): the document
+names the parameter alone."""
 
 
 def openapi_document(settings: Settings | None = None) -> dict[str, Any]:
@@ -244,7 +296,7 @@ def openapi_document(settings: Settings | None = None) -> dict[str, Any]:
 
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
-        paths.setdefault(op.path, {})[op.method] = _operation(op, ref)
+        paths.setdefault(_CONVERTOR.sub(r"{\1}", op.path), {})[op.method] = _operation(op, ref)
     return {
         "openapi": "3.1.0",
         "info": {"title": "alallo", "version": "1",
@@ -303,14 +355,16 @@ def _operation(op: Operation, ref: Any) -> dict[str, Any]:
                                   "content": {"application/json":
                                               {"schema": ref(api.ErrorBody)}}}
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for name in re.findall(r"{(\w+)}", op.path)]
+                  for name in _CONVERTOR.findall(op.path)]
     for param in op.params:
         parameters.append({"name": param.name, "in": param.where, "required": False,
                            "description": param.description, "schema": param.schema,
-                           **({"allowEmptyValue": True} if param.empty else {})})
+                           **({"allowEmptyValue": True} if param.empty else {}),
+                           **({"style": param.style, "explode": True} if param.style else {})})
+    path = _CONVERTOR.sub(r"{\1}", op.path)
     operation: dict[str, Any] = {
         "summary": op.summary,
-        "operationId": f"{op.method}_{op.path}".strip("/").replace("/", "_")
+        "operationId": f"{op.method}_{path}".strip("/").replace("/", "_")
                        .replace("{", "").replace("}", "") or op.method,
         "parameters": parameters,
         "responses": responses,
@@ -322,9 +376,7 @@ def _operation(op: Operation, ref: Any) -> dict[str, Any]:
             "application/json": {"schema": ref(op.body)}}}
     elif op.body == "multipart/form-data":
         operation["requestBody"] = {"required": True, "content": {"multipart/form-data": {
-            "schema": {"type": "object", "required": ["file"], "properties": {
-                "file": {"type": "string", "contentMediaType": "application/octet-stream"},
-                "purpose": {"type": "string", "enum": ["fine-tune"]}}}}}}
+            "schema": UPLOAD_FORM}}}
     return operation
 
 

@@ -48,7 +48,7 @@ class QueryOnce:
             if repeated is not None:
                 name, count = repeated[0][:100], repeated[1]
                 response = error_response(
-                    422, "invalid_request",
+                    400, "invalid_request",
                     f"{name} is given {count} times: give it once", name)
                 await response(scope, receive, send)
                 return

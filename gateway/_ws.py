@@ -31,7 +31,9 @@ Besides the items, one frame per situation:
   it follows; a socket the account has no room for gets that frame, then close 4429
   with the reason. So one socket holds a bounded number of tasks and buffers, and when it
   closes they all go (each subscription's task, bus subscription and account slot end
-  with the socket's nursery).
+  with the socket's nursery). A client that keeps sending while it leaves
+  :data:`ANSWERS_UNREAD` of the server's answers unread loses its subscriptions and is
+  closed with 1008 once the frames queued before are out.
 - ``{"stream": "shutdown", "seq": null, "data": {}}`` then close 1001 when
   the server stops.
 
@@ -50,7 +52,7 @@ from typing import Annotated, Any, Literal
 
 import trio
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from alallo import AlalloError, NotFound, Unauthorized
 from alallo._json import NestingTooDeep, loads_request
@@ -65,6 +67,10 @@ __all__ = ["Subscribe", "websocket_stream"]
 
 OUTGOING_BUFFER = 16
 """Frames queued for a client before the streams feeding it wait (and lag)."""
+
+ANSWERS_UNREAD = 64
+"""The socket's answers to the client's messages (refusals) it may leave unread while it
+sends more; past them it floods (see ``read`` in :func:`_serve`)."""
 
 
 def _resume_point(value: int) -> int:
@@ -124,6 +130,14 @@ def _invalid(exc: ValidationError | ValueError) -> dict[str, Any]:
                f"{reason}")
     return _frame("error", None, {"error": {"code": "invalid_request", "param": param,
                                             "message": message}, "job_id": None})
+
+
+async def _followers(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+    """A nursery for one socket's subscriptions, open until cancelled (a flooding client
+    loses them all at once, the socket's other tasks go on)."""
+    async with trio.open_nursery() as followers:
+        task_status.started(followers)
+        await trio.sleep_forever()
 
 
 async def websocket_stream(websocket: WebSocket) -> None:
@@ -204,43 +218,81 @@ async def _serve(websocket: WebSocket, account: str) -> None:
         finally:
             metrics.streams.close(account)
 
+    answers, answers_out = trio.open_memory_channel[dict[str, Any]](ANSWERS_UNREAD)
+
+    def say(frame: dict[str, Any]) -> bool:
+        """Queue the reader's answer to a message; False when the client has left
+        ANSWERS_UNREAD of them unread (the reader never waits on the client: see ``read``)."""
+        try:
+            answers.send_nowait(frame)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def relay() -> None:
+        """The reader's answers, out in turn with the streams' frames."""
+        async for frame in answers_out:
+            await send_out.send(frame)
+
     async def read(nursery: trio.Nursery) -> None:
-        nonlocal live, everything
+        # The reader never waits for the client to read. Hypercorn holds a few messages
+        # for the app, and once they are unread it stops reading the connection, also its
+        # close; and when the client has gone, a send waits (shielded) until the app takes
+        # the disconnect. A reader waiting on a full outgoing buffer then waits for the
+        # writer, which waits for the reader: the socket and its subscriptions were held
+        # until the server stopped (issue 31, a flood of 20,000 subscribe messages). So
+        # its answers are queued without waiting, and a client that sends while leaving
+        # ANSWERS_UNREAD of them unread loses its subscriptions and is closed with 1008;
+        # the reader reads on until the client's close comes.
+        flooded = False
         while True:
             try:
-                message = Subscribe.model_validate(loads_request(await websocket.receive_text()))
-            except WebSocketDisconnect:
+                text = await websocket.receive_text()
+            except (WebSocketDisconnect, WebSocketDisconnected):  # gone, or closed by us
                 nursery.cancel_scope.cancel()
                 return
+            if flooded:
+                continue
+            try:
+                message = Subscribe.model_validate(loads_request(text))
             except NestingTooDeep as exc:
                 reason = f"the message is {exc}"
-                await send_out.send(_frame("error", None, {"error": {
+                frames = [_frame("error", None, {"error": {
                     "code": "invalid_json", "message": reason, "param": None},
-                    "job_id": None}))
-                await send_out.send(_frame("close", None, {"code": 4422, "reason": reason}))
-                return
+                    "job_id": None}), _frame("close", None, {"code": 4422, "reason": reason})]
             except (ValidationError, ValueError) as exc:
-                await send_out.send(_invalid(exc))
-                await send_out.send(_frame("close", None, {"code": 4422}))
-                return
-            if message.subscribe == "*":
-                if not everything:
-                    if (refused := room_for(1)) is not None:
-                        await send_out.send(_error(refused))
-                        continue
-                    everything = True
-                    nursery.start_soon(follow_account, message.after.get("*", 0))
-                continue
-            job_ids = list(dict.fromkeys(message.subscribe))
-            if (refused := room_for(len(job_ids))) is not None:
-                await send_out.send(_error(refused))
-                continue
-            for job_id in job_ids:
-                live += 1
-                nursery.start_soon(follow_job, job_id, message.after.get(job_id, 0))
+                frames = [_invalid(exc), _frame("close", None, {"code": 4422})]
+            else:
+                frames = subscribe(message, nursery)
+            if not all(say(frame) for frame in frames):
+                flooded = True
+                followers.cancel_scope.cancel()
+                closing.set()
+
+    def subscribe(message: Subscribe, nursery: trio.Nursery) -> list[dict[str, Any]]:
+        """Start following what ``message`` asks for; the frames to answer it with."""
+        nonlocal live, everything
+        if message.subscribe == "*":
+            if not everything:
+                if (refused := room_for(1)) is not None:
+                    return [_error(refused)]
+                everything = True
+                followers.start_soon(follow_account, message.after.get("*", 0))
+            return []
+        job_ids = list(dict.fromkeys(message.subscribe))
+        if (refused := room_for(len(job_ids))) is not None:
+            return [_error(refused)]
+        for job_id in job_ids:
+            live += 1
+            followers.start_soon(follow_job, job_id, message.after.get(job_id, 0))
+        return []
 
     async def write(nursery: trio.Nursery) -> None:
         async for frame in receive_out:
+            if closing.is_set():
+                await websocket.close(code=1008, reason="the client sent messages while "
+                                      f"leaving {ANSWERS_UNREAD} answers unread")
+                break
             if isinstance(frame, str):
                 await websocket.send_text(frame)
                 continue
@@ -259,7 +311,10 @@ async def _serve(websocket: WebSocket, account: str) -> None:
             return
         nursery.cancel_scope.cancel()
 
+    closing = trio.Event()  # the client floods: close once the frames queued are out
     async with trio.open_nursery() as nursery:
+        followers = await nursery.start(_followers)
         nursery.start_soon(read, nursery)
+        nursery.start_soon(relay)
         nursery.start_soon(write, nursery)
         nursery.start_soon(farewell, nursery)

@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from alallo import Runtime
 
-from . import _account, _completions, _files, _jobs, _models
+from . import _account, _completions, _files, _jobs, _models, _permissions, _together
 from ._cors import CORS
 from ._errors import EXCEPTION_HANDLERS
 from ._job_json import JobJson
@@ -40,7 +40,8 @@ ROUTES = [
     # Starlette tries the routes in this order, a regular expression each: the one that
     # clients poll comes first (behind 28 others, the misses were about an eighth of its
     # time in the app; docs/performance.md, "API requests"). No two routes match the same
-    # path, so the order decides nothing else.
+    # path, so the order decides nothing else (a model's id may hold a "/", alallo/tiny-gpt2:
+    # {model_id:model} takes it, and leaves .../content to its own route).
     Route("/v1/fine_tuning/jobs/{job_id}", _jobs.get_job, methods=["GET"]),
     Route("/", dashboard),
     Route("/jobs/{job_id}", job_page),
@@ -60,18 +61,27 @@ ROUTES = [
     Route("/v1/completions", _completions.completions, methods=["POST"]),
     Route("/v1/models", _models.list_models, methods=["GET"]),
     Route("/v1/models/{model_id}/content", _models.model_content, methods=["GET"]),
-    Route("/v1/models/{model_id}", _models.get_model, methods=["GET"]),
-    Route("/v1/models/{model_id}", _models.delete_model, methods=["DELETE"]),
+    Route("/v1/models/{model_id:model}", _models.get_model, methods=["GET"]),
+    Route("/v1/models/{model_id:model}", _models.delete_model, methods=["DELETE"]),
+    Route("/v1/fine_tuning/checkpoints/{checkpoint}/permissions",
+          _permissions.share_checkpoint, methods=["POST"]),
+    Route("/v1/fine_tuning/checkpoints/{checkpoint}/permissions",
+          _permissions.list_permissions, methods=["GET"]),
+    Route("/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}",
+          _permissions.delete_permission, methods=["DELETE"]),
     Route("/v1/trainers", _jobs.list_trainers, methods=["GET"]),
     Route("/v1/account", _account.get_account, methods=["GET"]),
     Route("/v1/capacity", _jobs.capacity, methods=["GET"]),
     Route("/v1/capacity/nodes/{node}/drain", _jobs.drain_node, methods=["POST"]),
     Route("/v1/capacity/nodes/{node}/undrain", _jobs.undrain_node, methods=["POST"]),
     Route("/v1/fine_tuning/estimates", _jobs.create_estimate, methods=["POST"]),
+    Route("/v1/fine-tunes/estimate-price", _together.estimate_price, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.create_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs", _jobs.list_jobs, methods=["GET"]),
     Route("/v1/fine_tuning/stream", account_stream, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/cancel", _jobs.cancel_job, methods=["POST"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/pause", _jobs.pause_job, methods=["POST"]),
+    Route("/v1/fine_tuning/jobs/{job_id}/resume", _jobs.resume_job, methods=["POST"]),
     Route("/v1/fine_tuning/jobs/{job_id}/events", _jobs.job_events, methods=["GET"]),
     Route("/v1/fine_tuning/jobs/{job_id}/checkpoints", _jobs.job_checkpoints,
           methods=["GET"]),

@@ -206,13 +206,13 @@ Item = tuple[str, int, dict[str, Any]]
 
 async def assert_refused_and_nothing_stored(client: httpx.AsyncClient, spec: dict[str, Any],
                                             error: dict[str, str]) -> None:
-    """``spec`` asked for an estimate and then created as a job: each answers 422 with
+    """``spec`` asked for an estimate and then created as a job: each answers 400 with
     ``error`` (the whole error object) and the account's job list is unchanged."""
     before = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
     for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
         refused = await client.post(path, json=spec)
-        assert refused.status_code == 422, refused.text
-        assert refused.json()["error"] == error
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == {"type": "invalid_request_error", **error}
     after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
     assert after == before
 

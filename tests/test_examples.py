@@ -55,8 +55,10 @@ def test_openai_sdk_example(live_server: LiveServer) -> None:
     assert re.search(r"^uploaded sample.jsonl as file-", out, flags=re.M), out
     assert "finished succeeded: " in out
     assert "learning_rate=0.002" in out  # the multiplier 2 times LoRA's default 1e-3
-    events = re.findall(r"^event (\w+):", out, flags=re.M)
-    assert events[0] == "JOB_PENDING" and events[-1] == "JOB_COMPLETE"
+    events = re.findall(r"^event (\w+): (.*)$", out, flags=re.M)  # newest first
+    assert events[0][0] == "message" and events[0][1].startswith("Job finished at ")
+    assert events[-1] == ("message", "Fine tune request created")
+    assert ("metrics", "Step 8/8: training loss=4.13") in events  # the simulator's loss
 
 
 def simulated_job(server: LiveServer, steps: int) -> str:

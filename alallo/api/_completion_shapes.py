@@ -11,10 +11,10 @@ from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from ._shapes import document
+from ._shapes import ErrorDetail, document
 
 __all__ = ["AssistantMessage", "ChatChoice", "ChatChunkChoice", "ChatCompletion",
-           "ChatCompletionChunk", "ChunkDelta", "StreamError", "StreamErrorDetail",
+           "ChatCompletionChunk", "ChunkDelta", "StreamError",
            "TextChoice", "TextChunkChoice", "TextCompletion", "TextCompletionChunk", "Usage"]
 
 
@@ -128,20 +128,11 @@ class TextCompletionChunk(TypedDict):
     """As in :class:`ChatCompletionChunk`."""
 
 
-class StreamErrorDetail(TypedDict):
-    """Why a stream ended part way, in OpenAI's words (``type`` is alallo's ``code``)."""
-
-    message: str
-    type: str
-    param: str | None
-    code: str
-
-
 class StreamError(TypedDict):
     """The last ``data:`` item of a completion stream that failed part way (then no
     ``[DONE]``)."""
 
-    error: StreamErrorDetail
+    error: ErrorDetail
 
 
 document(*(value for value in list(globals().values())

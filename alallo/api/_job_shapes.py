@@ -6,6 +6,7 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+from ._method_shapes import JobMethod
 from ._shapes import EstimatePlan, JobError, TimeRange, document
 
 __all__ = [
@@ -27,8 +28,8 @@ __all__ = [
     "TrainingLogLine",
 ]
 
-JobStatusName = Literal["queued", "running", "re-scheduling", "cancelling", "cancelled",
-                        "succeeded", "failed"]
+JobStatusName = Literal["queued", "running", "re-scheduling", "cancelling", "paused",
+                        "cancelled", "succeeded", "failed"]
 """The values of a job's ``status`` (:class:`alallo.JobStatus`)."""
 
 
@@ -79,6 +80,8 @@ class FineTuningJob(TypedDict):
     """``ft-…``."""
     object: Literal["fine_tuning.job"]
     """Always ``fine_tuning.job``."""
+    organization_id: str
+    """The account that owns the job (OpenAI's organization)."""
     name: str | None
     """The name given at create, shown in the Jobs tab; None if none."""
     model: str
@@ -89,8 +92,10 @@ class FineTuningJob(TypedDict):
     """The validation file's id, or None."""
     suffix: str | None
     """Up to 64 characters added to the fine-tuned model's name, or None."""
-    method: str
-    """``supervised``."""
+    user_provided_suffix: str | None
+    """``suffix`` again, by the name OpenAI's answers give it."""
+    method: JobMethod
+    """OpenAI's object: the method and its hyperparameters as they run."""
     adapter: Literal["lora", "full"]
     """``lora`` (an adapter on the frozen model) or ``full`` (every weight)."""
     precision: Literal["16-bit", "4-bit"]
@@ -100,10 +105,12 @@ class FineTuningJob(TypedDict):
     trainer: str
     """``trl``, ``simulated`` or ``command``."""
     hyperparameters: dict[str, Any]
-    """The settings the trainer gets, defaults filled in."""
+    """The settings the trainer gets, defaults filled in: OpenAI's ``n_epochs`` (as run:
+    ``max_steps`` wins), ``batch_size`` and ``learning_rate_multiplier``, and alallo's
+    ``max_steps``, ``learning_rate``, ``lora_rank``..."""
     status: JobStatusName
-    """``queued``, ``running``, ``re-scheduling``, ``cancelling``; final: ``succeeded``,
-    ``failed``, ``cancelled``."""
+    """``queued``, ``running``, ``re-scheduling``, ``cancelling``, ``paused`` (until resumed);
+    final: ``succeeded``, ``failed``, ``cancelled``."""
     message: str | None
     """What users read next to the status, e.g. ``Starting``."""
     progress: Progress
@@ -133,8 +140,9 @@ class FineTuningJob(TypedDict):
     checkpoint: LatestCheckpoint | None
     """The latest checkpoint the trainer saved; None before the first."""
     fine_tuned_model: str | None
-    """The trained model's id once the job succeeded (``ft:BASE:ACCOUNT[-SUFFIX]:JOB``, as
-    OpenAI's): what ``GET /v1/models/{id}/content`` downloads; None before."""
+    """The trained model's id once the job succeeded (``ft:BASE:ACCOUNT:SUFFIX:JOB``, OpenAI's
+    five fields, SUFFIX empty without one): what ``GET /v1/models/{id}/content`` downloads;
+    None before."""
     fine_tuned_model_path: str | None
     """Where the trained model is on the server (for the operator); None before."""
     model_revision: str | None
@@ -143,6 +151,9 @@ class FineTuningJob(TypedDict):
     result_files: list[str]
     """Files the job made (``GET /v1/files/{id}/content``): its metrics CSV once it
     succeeded; empty before."""
+    trained_tokens: int | None
+    """Once final: the training tokens charged (each charged step at the tokens its plan
+    priced a step for; 0 when all was refunded); None while the job is live."""
     early_stopping: dict[str, Any] | None
     """As given: ``{"patience", "min_delta"}``; None when not asked for."""
     error: JobError | None
@@ -151,8 +162,8 @@ class FineTuningJob(TypedDict):
     """The job's sequence number of this state (the stream's ``id``)."""
     integrations: list[dict[str, Any]]
     """As given, without secrets (a W&B ``api_key`` is left out)."""
-    seed: int | None
-    """The random seed the trainer used, if one was given."""
+    seed: int
+    """The random seed the trainer uses: the one given, else one drawn at create."""
     metadata: dict[str, str] | None
     """The key-value pairs given at create, returned as they are."""
 
@@ -166,32 +177,46 @@ class JobList(TypedDict):
 
 
 class JobEvent(TypedDict):
-    """One entry of a job's events list (``iter_events``, and ``event`` stream items)."""
+    """One entry of a job's events list, as OpenAI's ``fine_tuning.job.event`` (the ``openai``
+    package's ``FineTuningJobEvent`` reads it), plus alallo's ``alallo_type``, ``seq``,
+    ``hash`` and ``step`` (``GET /v1/fine_tuning/jobs/{id}/events``, ``iter_events``, and
+    ``event`` stream items, which are all of ``type`` ``message``)."""
 
     id: str
-    """``<job id>-event-<seq>``."""
+    """``<job id>-event-<seq>`` (``after`` of the next, older page)."""
     object: Literal["fine_tuning.job.event"]
     """Always ``fine_tuning.job.event``."""
-    seq: int
-    """Its place in the job's sequence (``after`` of ``list_events``)."""
     created_at: int
     """Unix seconds."""
-    level: Literal["info", "warning", "error"]
-    """How much it matters."""
-    type: str
-    """E.g. ``JOB_PENDING``, ``CHECKPOINT_SAVE``, ``JOB_COMPLETE`` (the seeds' event list)."""
+    level: Literal["info", "warn", "error"]
+    """How much it matters (OpenAI's words)."""
+    type: Literal["message", "metrics"]
+    """``message``: something happened to the job (its kind in ``alallo_type``);
+    ``metrics``: the figures the trainer reported at a step, in ``data``."""
     message: str
-    """As users read it, e.g. ``Checkpoint saved at step 10``."""
+    """As users read it, e.g. ``Checkpoint saved at step 10`` or
+    ``Step 10/100: training loss=1.23``."""
+    data: dict[str, Any]
+    """What the event carries beyond its message, by key: a placement's node...; on a
+    ``metrics`` event OpenAI's ``step``, ``total_steps``, ``train_loss``,
+    ``train_mean_token_accuracy``, ``valid_loss``, ``valid_mean_token_accuracy``,
+    ``full_valid_loss``, ``full_valid_mean_token_accuracy`` (those measured), alallo's
+    ``epoch``, ``learning_rate``, ``grad_norm``, ``tokens_per_s``, ``reward_accuracy``,
+    ``reward_margin`` where the trainer reported them."""
+    alallo_type: str | None
+    """alallo's kind of a ``message`` event: ``JOB_PENDING``, ``CHECKPOINT_SAVE``,
+    ``JOB_COMPLETE``... (the seeds' event list; more may come); None on ``metrics`` events."""
+    seq: int
+    """Its place in the job's sequence (``after`` of the SSE stream and of the ``order=asc``
+    list)."""
     hash: str | None
     """A hash of the model, on events that name one; else None."""
     step: int | None
     """The training step it belongs to, on events that have one; else None."""
-    data: dict[str, Any]
-    """What the event carries beyond its message (e.g. a placement's node), by key."""
 
 
 class JobEventList(TypedDict):
-    """A page of a job's events, oldest first (``list_events``)."""
+    """A page of a job's events, newest first (``order=asc``: oldest first)."""
 
     object: Literal["list"]
     data: list[JobEvent]
@@ -271,8 +296,9 @@ class Checkpoint(TypedDict):
     """``ftckpt-…``."""
     object: Literal["fine_tuning.job.checkpoint"]
     created_at: int
-    fine_tuned_model_checkpoint: str | None
-    """The directory it was saved in."""
+    fine_tuned_model_checkpoint: str
+    """The checkpoint model's id, ``ft:BASE:ACCOUNT:SUFFIX:JOB:ckpt-step-N`` (OpenAI's): a
+    model to chat with, start a job from, retrieve, delete and share (issue 32)."""
     fine_tuning_job_id: str
     step_number: int
     metrics: CheckpointMetrics

@@ -28,6 +28,7 @@ __all__ = [
     "CapacityNode",
     "DashboardLink",
     "ErrorBody",
+    "ErrorDetail",
     "Estimate",
     "EstimatePlan",
     "EstimatePrice",
@@ -41,6 +42,7 @@ __all__ = [
     "NodeDrain",
     "Page",
     "TimeRange",
+    "TogetherPriceEstimate",
     "Trainer",
     "TrainerList",
     "document",
@@ -83,14 +85,20 @@ class FileObject(TypedDict):
                     "csv"]
     status: Literal["processed", "error"]
     status_details: str | None
+    expires_at: int | None
+    """When it expires (Unix s; ``expires_after`` at upload), or None: kept until deleted."""
 
 
 class FileList(TypedDict):
-    """A page of the account's files, newest first (``list_files``)."""
+    """A page of the account's files, newest first unless ``order=asc`` (``list_files``)."""
 
     object: Literal["list"]
     data: list[FileObject]
     has_more: bool
+    first_id: str | None
+    """The page's first file id; None when it is empty (as OpenAI's)."""
+    last_id: str | None
+    """The page's last file id: ``after`` for the next page."""
 
 
 class FileDeleted(TypedDict):
@@ -113,14 +121,19 @@ class ModelDeleted(TypedDict):
 
 
 class Model(TypedDict):
-    """A model of the catalogue (``list_models``)."""
+    """A model (``list_models``, ``get_model``; OpenAI's ``model``): of the catalogue, a
+    fine-tuned model, or a checkpoint model (``ft:…:ckpt-step-N``)."""
 
     id: str
     """E.g. ``alallo/tiny-gpt2``: what ``create_job(model=...)`` takes."""
     object: Literal["model"]
+    created: int
+    """Unix seconds: when a fine-tuned model's job finished, when a checkpoint was saved, when
+    a catalogue model's files were written on this server (0: it has none here yet)."""
     owned_by: str
     """``alallo`` (the built-in catalogue), ``local`` (a model directory on this server's
-    disk) or, for a Hugging Face hub model in the server's cache, its organisation."""
+    disk) or, for a Hugging Face hub model in the server's cache, its organisation; the
+    account, for a fine-tuned or checkpoint model."""
     revision: str | None
     """A hub model's commit hash in the cache (the weights a job of it trains); else None."""
     parameters: int
@@ -258,6 +271,30 @@ class Estimate(TypedDict):
     warnings: list[str]
     """What the job's data would lose, e.g. examples longer than the model's context, cut
     to it (their lines named); empty when nothing is lost."""
+    train_tokens: int | None
+    """Training tokens the whole run would be billed for (its ``trained_tokens`` if it ran
+    to the end: every step at the tokens its plan prices a step for); None when the job
+    cannot run."""
+
+
+class TogetherPriceEstimate(TypedDict):
+    """Together's price estimate (``together_estimate``, ``POST /v1/fine-tunes/estimate-price``):
+    Together's ``AvailableEstimate`` when ``estimation_available``, else its
+    ``UnavailableEstimate`` (``unavailable_reason`` alone); answered from :class:`Estimate`."""
+
+    estimation_available: bool
+    allowed_to_proceed: NotRequired[bool]
+    """Whether the account's balance and billing limit cover ``estimated_total_price``."""
+    estimated_total_price: NotRequired[float | None]
+    """USD: the high end of alallo's price range."""
+    estimated_train_token_count: NotRequired[int | None]
+    """Training tokens the run would be billed for."""
+    estimated_eval_token_count: NotRequired[int]
+    """``n_evals`` times the validation file's tokens."""
+    user_limit: NotRequired[float]
+    """The account's billing limit (USD below zero it may spend: Together's credit limit)."""
+    unavailable_reason: NotRequired[str]
+    """Why no node can run the job, e.g. ``Not available right now.`` and the cause."""
 
 
 class JobError(TypedDict):
@@ -270,10 +307,22 @@ class JobError(TypedDict):
     """The request's field at fault (``training_file``, ``hyperparameters.n_epochs``), or None."""
 
 
-class ErrorBody(TypedDict):
-    """Every refusal (HTTP 4xx): ``{"error": {"code", "message", "param"}}``."""
+class ErrorDetail(TypedDict):
+    """A refusal's ``error`` (and a completion stream's part way), as OpenAI sends it."""
 
-    error: JobError
+    message: str
+    type: str
+    """``invalid_request_error`` for a 4xx, ``server_error`` for a 5xx (OpenAI's)."""
+    param: str | None
+    """The request's field at fault (``training_file``, ``hyperparameters.n_epochs``), or None."""
+    code: str
+    """alallo's code, for programs: ``invalid_request``, ``not_found``, ``too_many_streams``..."""
+
+
+class ErrorBody(TypedDict):
+    """Every refusal (HTTP 4xx, 503): ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: ErrorDetail
 
 
 # -- the account ----------------------------------------------------------------------

@@ -242,7 +242,7 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
                                                   spec.precision, devices=1 if cpu else devices,
                                                   gpu=not cpu), 2),
         price_per_hour=price_per_hour, step_time_s=step_s, startup_s=startup_s,
-        max_steps=max_steps,
+        max_steps=max_steps, tokens_per_step=round(tokens, 3),
     )
 
 

@@ -21,6 +21,7 @@ from alallo.cli._db import db_app
 from alallo.cli._estimate import estimate
 from alallo.cli._files import files_app
 from alallo.cli._job_metrics import metrics as _metrics  # noqa: F401  (adds "jobs metrics")
+from alallo.cli._job_pause import pause as _pause  # noqa: F401  (adds "jobs pause", "resume")
 from alallo.cli._jobs import jobs_app
 from alallo.cli._models import models_app
 from alallo.cli._nodes import nodes_app

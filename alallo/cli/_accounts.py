@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import sys
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -194,30 +195,66 @@ def set_account(
         "--add-balance", help="Add this much (USD) to its balance (negative: take).")] = 0.0,
     billing_limit: Annotated[float | None, typer.Option(
         "--billing-limit", min=0.0, help="How far below zero (USD) the balance may go.")] = None,
+    wandb_key: Annotated[str | None, typer.Option(
+        "--wandb-key", show_default=False,
+        help="Store the W&B API key (40 characters; `-` reads it from standard input) that "
+             "its jobs' W&B integrations log in with when they give none, as OpenAI's "
+             "do. Never shown again.")] = None,
+    forget_wandb_key: Annotated[bool, typer.Option(
+        "--forget-wandb-key", help="Forget its stored W&B API key.")] = False,
     data_dir: DataDirOption = None,
     database_url: DatabaseUrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Change an account: its money, or what it may do (its jobs that have not started yet
-    obey the change)."""
-    if allow_commands is None and not add_balance and billing_limit is None:
-        fail("say what to change: --add-balance, --billing-limit or --allow-commands")
+    """Change an account: its money, what it may do (its jobs that have not started yet
+    obey the change), or the W&B API key its jobs use."""
+    if (allow_commands is None and not add_balance and billing_limit is None
+            and wandb_key is None and not forget_wandb_key):
+        fail("say what to change: --add-balance, --billing-limit, --allow-commands, "
+             "--wandb-key or --forget-wandb-key")
     if not math.isfinite(add_balance):
         fail("the amount must be a finite number")
+    key = _wandb_key(wandb_key, forget_wandb_key)
     with open_store(data_dir, database_url) as store:
         if allow_commands is not None:
             _run(store.set_allow_commands, account, allow_commands)
+        if key is not None:
+            from alallo.runtime._wandb_keys import WANDB_KEY_SECRET
+
+            _run(store.set_account_secret, account, WANDB_KEY_SECRET, key or None,
+                 int(time.time()))
         if add_balance or billing_limit is not None:
             _run(partial(store.fund_account, account, add=add_balance,
                          billing_limit=billing_limit))
         row = _run(store.get_account, account)
+    if key is not None:  # whether one is stored, never the key
+        row = {**row, "wandb_key_stored": bool(key)}
     if as_json:
         print_json(row)
         return
     said = [f"balance {money(row['balance'])}, billing limit {money(row['billing_limit'])}"]
     if allow_commands is not None:
         said.append(f"{'may' if allow_commands else 'may not'} run its own trainer commands")
+    if key is not None:
+        said.append("its W&B API key is stored (it is not shown)" if key
+                    else "no W&B API key stored")
     console().print(f"Account {account}: {'; '.join(said)}.", soft_wrap=True)
+
+
+def _wandb_key(given: str | None, forget: bool) -> str | None:
+    """The W&B key to store: "" to forget it, None to leave it; checked as W&B checks it."""
+    if given is not None and forget:
+        fail("give --wandb-key or --forget-wandb-key, not both")
+    if forget:
+        return ""
+    if given is None:
+        return None
+    from alallo.jobs._spec import WANDB_KEY_LENGTH
+
+    key = (sys.stdin.readline() if given == "-" else given).strip()
+    if len(key) != WANDB_KEY_LENGTH:
+        fail(f"a W&B API key has {WANDB_KEY_LENGTH} characters; this one has {len(key)}")
+    return key
 
 
 # -- keys -----------------------------------------------------------------------

@@ -58,6 +58,7 @@ STATUS_STYLES: dict[str, str] = {status.value: style for status, style in {
     JobStatus.RUNNING: "blue",
     JobStatus.RE_SCHEDULING: "magenta",
     JobStatus.CANCELLING: "magenta",
+    JobStatus.PAUSED: "cyan",
     JobStatus.CANCELLED: "dim",
     JobStatus.SUCCEEDED: "green",
     JobStatus.FAILED: "red",

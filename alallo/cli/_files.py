@@ -34,28 +34,39 @@ def upload(
         typer.Argument(exists=True, dir_okay=False, readable=True, help="A JSONL file."),
     ],
     purpose: Annotated[str, typer.Option(help="What the file is for.")] = "fine-tune",
+    expires_after: Annotated[int | None, typer.Option(
+        "--expires-after", metavar="SECONDS", show_default=False,
+        help="Delete it this long after the upload (3600 to 2592000, OpenAI's "
+             "expires_after); a job already training on it keeps it until it ends.")] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Upload a JSONL file; every line is checked, a bad one is named by its number."""
     with open_client(url, api_key) as client:
-        uploaded = client.upload_file(path, purpose=purpose)
+        uploaded = client.upload_file(path, purpose=purpose, expires_after_s=expires_after)
     if as_json:
         print_json(uploaded)
         return
     out = console()
     out.print(f"[bold]{uploaded['id']}[/bold]", highlight=False)
     out.print(_file_summary(uploaded), markup=False)
+    if uploaded.get("expires_at"):
+        out.print(f"expires at {timestamp(uploaded['expires_at'])}", markup=False)
 
 
 @files_app.command("list")
 def list_files(
+    purpose: Annotated[str | None, typer.Option(
+        help="Only files of this purpose (fine-tune, fine-tune-results).",
+        show_default=False)] = None,
+    oldest_first: Annotated[bool, typer.Option(
+        "--oldest-first", help="Oldest first (default: newest first).")] = False,
     url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
 ) -> None:
     """List your files, with their line counts and formats."""
     with open_client(url, api_key) as client:
-        page = client.list_files()
+        page = client.list_files(purpose=purpose, order="asc" if oldest_first else None)
     if as_json:
         print_json(page)
         return
@@ -98,6 +109,8 @@ def get_file(
     out.print(f"[bold]{item['id']}[/bold]", highlight=False)
     out.print(_file_summary(item), markup=False)
     out.print(f"created at {timestamp(item.get('created_at'))}", markup=False)
+    if item.get("expires_at"):
+        out.print(f"expires at {timestamp(item['expires_at'])}", markup=False)
     if item.get("status_details"):
         out.print(str(item["status_details"]), markup=False)
 

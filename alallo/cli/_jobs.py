@@ -19,6 +19,7 @@ from alallo.cli._common import (
     UrlOption,
     console,
     error_text,
+    fail,
     money,
     open_client,
     percent_text,
@@ -131,13 +132,20 @@ def create(
 @jobs_app.command("list")
 def list_jobs(
     limit: Annotated[int, typer.Option(min=1, help="How many jobs, newest first.")] = 20,
+    metadata: Annotated[list[str] | None, typer.Option(
+        "--metadata", metavar="KEY=VALUE", show_default=False,
+        help="Only jobs whose metadata holds this pair (repeat for more).")] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List your jobs, newest first."""
+    pairs = [item.partition("=") for item in metadata or ()]
+    if any(not sep for _, sep, _ in pairs):
+        fail("give --metadata as KEY=VALUE")
     with open_client(url, api_key) as client:
-        page = client.list_jobs(limit=limit)
+        page = client.list_jobs(limit=limit,
+                                metadata={key: value for key, _, value in pairs} or None)
     if as_json:
         print_json(page)
         return
@@ -207,6 +215,10 @@ def get(
     if error:
         grid.add_row("Error", Text(error, style="red"))
     grid.add_row("Model", f"{job.get('model', '')} ({_method_text(job)})")
+    if _training_text(job):
+        grid.add_row("Training", _training_text(job))
+    if job.get("trained_tokens") is not None:
+        grid.add_row("Trained tokens", f"{job['trained_tokens']:,}")
     if job.get("validation_file"):
         grid.add_row("Validation file", str(job["validation_file"]))
     if job.get("result_files"):  # the metrics CSV: alallo files download ID
@@ -259,10 +271,10 @@ def events(
                Column("Hash", drop=2)]
     rows = []
     for event in items:
-        style = {"warning": "yellow", "error": "red"}.get(str(event.get("level")), "")
+        style = {"warn": "yellow", "error": "red"}.get(str(event.get("level")), "")
         rows.append([
             Text(str(event.get("message", "")), style=style),
-            Text(str(event.get("type", "")), style=style),
+            Text(str(event.get("alallo_type") or event.get("type", "")), style=style),
             Text(timestamp(event.get("created_at")), style=style),
             Text(str(event.get("hash") or ""), style=style),
         ])
@@ -326,9 +338,25 @@ def _watch(client: Client, job_id: str) -> None:
 
 
 def _method_text(job: Mapping[str, Any]) -> str:
-    method = job.get("method")
-    parts = [method if isinstance(method, str) else None, job.get("adapter"), job.get("precision")]
+    method = job.get("method")  # OpenAI's object {"type": ...}; a string from older servers
+    kind = method.get("type") if isinstance(method, dict) else method
+    parts = [kind if isinstance(kind, str) else None, job.get("adapter"), job.get("precision")]
     return ", ".join(str(part) for part in parts if part)
+
+
+def _training_text(job: Mapping[str, Any]) -> str:
+    """``3 epochs, batch 4, learning rate 0.001 (x1), seed 42``: what the job trains with,
+    from its ``hyperparameters`` and ``seed``; the parts it lacks are left out."""
+    hp = job.get("hyperparameters") or {}
+    parts = [f"{hp['n_epochs']} epoch{'' if hp['n_epochs'] == 1 else 's'}"
+             if hp.get("n_epochs") is not None else None,
+             f"batch {hp['batch_size']}" if hp.get("batch_size") is not None else None,
+             f"learning rate {hp['learning_rate']:g}"
+             + (f" (x{hp['learning_rate_multiplier']:g})"
+                if hp.get("learning_rate_multiplier") is not None else "")
+             if hp.get("learning_rate") is not None else None,
+             f"seed {job['seed']}" if job.get("seed") is not None else None]
+    return ", ".join(part for part in parts if part)
 
 
 def _price_detail(job: Mapping[str, Any]) -> str:

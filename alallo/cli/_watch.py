@@ -156,9 +156,10 @@ class _View:
                                   loss=f"loss {loss:.4f} {sparkline(self._losses)}")
 
     def show_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") in _ECHOED:
+        kind = event.get("alallo_type") or event.get("type", "")  # alallo's kind: JOB_START...
+        if kind in _ECHOED:
             return
-        text = Text(f"{event.get('type', '')}: {event.get('message', '')}", style="dim")
+        text = Text(f"{kind}: {event.get('message', '')}", style="dim")
         self._console.print(text, highlight=False)
 
 

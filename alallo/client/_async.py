@@ -85,19 +85,19 @@ class AsyncClient:
 
     # -- files ---------------------------------------------------------------
 
-    async def upload_file(self, path: str | os.PathLike[str], *,
-                          purpose: str = "fine-tune") -> api.FileObject:
+    async def upload_file(self, path: str | os.PathLike[str], *, purpose: str = "fine-tune",
+                          expires_after_s: int | None = None) -> api.FileObject:
         """Upload a JSONL training file (:meth:`Client.upload_file`).
 
         The file is streamed in 64 KiB reads (HTTPX reads upload files
         synchronously, a short block each), never held whole in memory.
         """
-        return await self._driver.run(self._calls.upload_file(path, purpose))
+        return await self._driver.run(self._calls.upload_file(path, purpose, expires_after_s))
 
-    async def list_files(self, *, limit: int | None = None,
-                         after: FileId | None = None) -> api.FileList:
+    async def list_files(self, *, limit: int | None = None, after: FileId | None = None,
+                         purpose: str | None = None, order: str | None = None) -> api.FileList:
         """One page of the account's files, newest first (:meth:`Client.list_files`)."""
-        return await self._driver.run(self._calls.list_files(limit, after))
+        return await self._driver.run(self._calls.list_files(limit, after, purpose, order))
 
     def iter_files(self, *, page_size: int = FILES_PAGE_SIZE,
                    ) -> AsyncGenerator[api.FileObject, None]:
@@ -126,6 +126,30 @@ class AsyncClient:
         """Delete one of the account's fine-tuned models (:meth:`Client.delete_model`)."""
         return await self._driver.run(self._calls.delete_model(model))
 
+    async def get_model(self, model: str) -> api.Model:
+        """One model (:meth:`Client.get_model`)."""
+        return await self._driver.run(self._calls.get_model(model))
+
+    async def share_checkpoint(self, checkpoint: str,
+                               accounts: list[str]) -> api.CheckpointPermissionList:
+        """Share a checkpoint model with other accounts (:meth:`Client.share_checkpoint`)."""
+        return await self._driver.run(self._calls.share_checkpoint(checkpoint, accounts))
+
+    async def list_checkpoint_permissions(
+            self, checkpoint: str, *, account: str | None = None, after: str | None = None,
+            limit: int | None = None, order: str | None = None,
+    ) -> api.CheckpointPermissionList:
+        """A page of a checkpoint model's permissions
+        (:meth:`Client.list_checkpoint_permissions`)."""
+        return await self._driver.run(self._calls.list_checkpoint_permissions(
+            checkpoint, account, after, limit, order))
+
+    async def delete_checkpoint_permission(
+            self, checkpoint: str, permission_id: str) -> api.CheckpointPermissionDeleted:
+        """Revoke a permission (:meth:`Client.delete_checkpoint_permission`)."""
+        return await self._driver.run(self._calls.delete_checkpoint_permission(
+            checkpoint, permission_id))
+
     async def download_model(self, model: str, directory: str | os.PathLike[str], *,
                              merged: bool = False, progress: Progress | None = None) -> Path:
         """Download a fine-tuned model's archive, resumable (:meth:`Client.download_model`)."""
@@ -151,6 +175,10 @@ class AsyncClient:
         """Estimate time and price of a job (:meth:`Client.estimate`)."""
         return await self._driver.run(self._calls.estimate(spec))
 
+    async def together_estimate(self, **request: Any) -> api.TogetherPriceEstimate:
+        """Together's price estimate (:meth:`Client.together_estimate`)."""
+        return await self._driver.run(self._calls.together_estimate(request))
+
     # -- jobs ------------------------------------------------------------------
 
     async def create_job(self, **spec: Unpack[JobSpecFields]) -> api.FineTuningJob:
@@ -161,9 +189,10 @@ class AsyncClient:
         """The job object (:meth:`Client.get_job`)."""
         return await self._driver.run(self._calls.get_job(job_id))
 
-    async def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> api.JobList:
+    async def list_jobs(self, *, limit: int = 20, after: JobId | None = None,
+                        metadata: dict[str, str] | None = None) -> api.JobList:
         """One page of the account's jobs, newest first (:meth:`Client.list_jobs`)."""
-        return await self._driver.run(self._calls.list_jobs(limit, after))
+        return await self._driver.run(self._calls.list_jobs(limit, after, metadata))
 
     def iter_jobs(self, *, page_size: int = JOBS_PAGE_SIZE,
                   ) -> AsyncGenerator[api.FineTuningJob, None]:
@@ -174,13 +203,22 @@ class AsyncClient:
         """Cancel a job (:meth:`Client.cancel_job`)."""
         return await self._driver.run(self._calls.cancel_job(job_id))
 
+    async def pause_job(self, job_id: JobId) -> api.FineTuningJob:
+        """Pause a job (:meth:`Client.pause_job`)."""
+        return await self._driver.run(self._calls.pause_job(job_id))
+
+    async def resume_job(self, job_id: JobId) -> api.FineTuningJob:
+        """Resume a paused job (:meth:`Client.resume_job`)."""
+        return await self._driver.run(self._calls.resume_job(job_id))
+
     async def list_events(self, job_id: JobId, *, after: Seq | None = None,
                           limit: int = EVENTS_PAGE_SIZE) -> api.JobEventList:
-        """One page of a job's events, oldest first (:meth:`Client.list_events`)."""
+        """One page of a job's ``message`` events, oldest first (:meth:`Client.list_events`)."""
         return await self._driver.run(self._calls.list_events(job_id, after, limit))
 
     def iter_events(self, job_id: JobId) -> AsyncGenerator[api.JobEvent, None]:
-        """All of a job's events, oldest first, page after page (:meth:`Client.iter_events`)."""
+        """All of a job's ``message`` events, oldest first, page after page
+        (:meth:`Client.iter_events`)."""
         return self._driver.drive(self._calls.iter_events(job_id))
 
     async def list_checkpoints(self, job_id: JobId, *, after: str | None = None,

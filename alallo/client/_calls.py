@@ -27,6 +27,8 @@ from alallo.api import (
     ChatCompletion,
     Checkpoint,
     CheckpointList,
+    CheckpointPermissionDeleted,
+    CheckpointPermissionList,
     Estimate,
     FileDeleted,
     FileList,
@@ -38,10 +40,12 @@ from alallo.api import (
     JobList,
     LogPage,
     MetricsList,
+    Model,
     ModelDeleted,
     ModelList,
     NodeDrain,
     Page,
+    TogetherPriceEstimate,
     TrainerList,
     TrainingLogLine,
 )
@@ -86,6 +90,7 @@ METRICS_PAGE_SIZE = 1000
 
 _Item = TypeVar("_Item")
 _JOBS = "/v1/fine_tuning/jobs"
+_PERMISSIONS = "/v1/fine_tuning/checkpoints"
 
 
 class Calls:
@@ -110,7 +115,8 @@ class Calls:
 
     # -- files ---------------------------------------------------------------
 
-    def upload_file(self, path: str | os.PathLike[str], purpose: str) -> Op[FileObject]:
+    def upload_file(self, path: str | os.PathLike[str], purpose: str,
+                    expires_after_s: int | None = None) -> Op[FileObject]:
         path = Path(path)
         try:
             data = path.open("rb")
@@ -118,12 +124,18 @@ class Calls:
             raise ClientError(f"cannot read {path}: {exc.strerror or exc}") from exc
         with data:  # streamed: a file may be far larger than memory should hold
             files = {"file": (path.name, data, "application/jsonl")}
+            form = {"purpose": purpose} if expires_after_s is None else {  # as OpenAI's SDK
+                "purpose": purpose, "expires_after[anchor]": "created_at",
+                "expires_after[seconds]": str(expires_after_s)}
             answer: FileObject = yield from self._json("POST", "/v1/files", files=files,
-                                                       data={"purpose": purpose})
+                                                       data=form)
             return answer
 
-    def list_files(self, limit: int | None, after: FileId | None) -> Op[FileList]:
-        return self._json("GET", "/v1/files", params=_page(limit, after))
+    def list_files(self, limit: int | None, after: FileId | None, purpose: str | None = None,
+                   order: str | None = None) -> Op[FileList]:
+        params = {**_page(limit, after), **{name: value for name, value in (
+            ("purpose", purpose), ("order", order)) if value is not None}}
+        return self._json("GET", "/v1/files", params=params)
 
     def iter_files(self, page_size: int) -> Feed[FileObject]:
         return self._pages(lambda after: self.list_files(page_size, after),
@@ -152,6 +164,29 @@ class Calls:
     def delete_model(self, model: str) -> Op[ModelDeleted]:
         return self._json("DELETE", f"/v1/models/{model}")
 
+    def get_model(self, model: str) -> Op[Model]:
+        return self._json("GET", f"/v1/models/{model}")
+
+    # -- checkpoint permissions -------------------------------------------------
+
+    def share_checkpoint(self, checkpoint: str,
+                         accounts: list[str]) -> Op[CheckpointPermissionList]:
+        return self._json("POST", f"{_PERMISSIONS}/{checkpoint}/permissions",
+                          json={"project_ids": list(accounts)})
+
+    def list_checkpoint_permissions(self, checkpoint: str, account: str | None,
+                                    after: str | None, limit: int | None, order: str | None,
+                                    ) -> Op[CheckpointPermissionList]:
+        params = {name: value for name, value in (
+            ("project_id", account), ("after", after), ("limit", limit), ("order", order))
+            if value is not None}
+        return self._json("GET", f"{_PERMISSIONS}/{checkpoint}/permissions", params=params)
+
+    def delete_checkpoint_permission(self, checkpoint: str, permission_id: str,
+                                     ) -> Op[CheckpointPermissionDeleted]:
+        return self._json("DELETE",
+                          f"{_PERMISSIONS}/{checkpoint}/permissions/{permission_id}")
+
     def auth_headers(self) -> dict[str, str]:
         """The headers of an authenticated request (for a download read in chunks).
 
@@ -172,6 +207,9 @@ class Calls:
     def estimate(self, spec: JobSpecFields) -> Op[Estimate]:
         return self._json("POST", "/v1/fine_tuning/estimates", json=clean_spec(spec))
 
+    def together_estimate(self, request: dict[str, Any]) -> Op[TogetherPriceEstimate]:
+        return self._json("POST", "/v1/fine-tunes/estimate-price", json=request)
+
     # -- jobs ------------------------------------------------------------------
 
     def create_job(self, spec: JobSpecFields) -> Op[FineTuningJob]:
@@ -180,8 +218,11 @@ class Calls:
     def get_job(self, job_id: JobId) -> Op[FineTuningJob]:
         return self._json("GET", f"{_JOBS}/{job_id}")
 
-    def list_jobs(self, limit: int, after: JobId | None) -> Op[JobList]:
-        return self._json("GET", _JOBS, params=_page(limit, after))
+    def list_jobs(self, limit: int, after: JobId | None,
+                  metadata: dict[str, str] | None = None) -> Op[JobList]:
+        # OpenAI's form of the filter: metadata[KEY]=VALUE
+        return self._json("GET", _JOBS, params={**_page(limit, after), **{
+            f"metadata[{key}]": value for key, value in (metadata or {}).items()}})
 
     def iter_jobs(self, page_size: int) -> Feed[FineTuningJob]:
         return self._pages(lambda after: self.list_jobs(page_size, after), lambda job: job["id"])
@@ -189,8 +230,17 @@ class Calls:
     def cancel_job(self, job_id: JobId) -> Op[FineTuningJob]:
         return self._json("POST", f"{_JOBS}/{job_id}/cancel")
 
+    def pause_job(self, job_id: JobId) -> Op[FineTuningJob]:
+        return self._json("POST", f"{_JOBS}/{job_id}/pause")
+
+    def resume_job(self, job_id: JobId) -> Op[FineTuningJob]:
+        return self._json("POST", f"{_JOBS}/{job_id}/resume")
+
     def list_events(self, job_id: JobId, after: Seq | None, limit: int) -> Op[JobEventList]:
-        return self._json("GET", f"{_JOBS}/{job_id}/events", params=_page(limit, after))
+        # alallo's order of a log: message events oldest first, after a seq (the server's
+        # default is OpenAI's: messages and metrics, newest first, after an event id)
+        return self._json("GET", f"{_JOBS}/{job_id}/events",
+                          params={**_page(limit, after), "order": "asc", "type": "message"})
 
     def iter_events(self, job_id: JobId) -> Feed[JobEvent]:
         return self._pages(lambda after: self.list_events(job_id, after, EVENTS_PAGE_SIZE),

@@ -76,7 +76,8 @@ class JobSpecFields(TypedDict, total=False):
     integrations: list[JsonObject] | None
     """E.g. ``[{"type": "wandb", "wandb": {"project": ..., "api_key": ...}}]``."""
     seed: int | None
-    """Random seed of the training run."""
+    """Random seed of the training run (0 to 2**31 - 1); the server draws one when none is
+    given, and the job shows it."""
     trainer: str | JsonObject | None
     """``"trl"``, ``"simulated"`` or ``{"command": [...]}``."""
 

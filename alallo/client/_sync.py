@@ -86,9 +86,10 @@ class Client:
 
     # -- files ---------------------------------------------------------------
 
-    def upload_file(self, path: str | os.PathLike[str], *,
-                    purpose: str = "fine-tune") -> api.FileObject:
-        """Upload a JSONL training file, streamed; the server checks every line.
+    def upload_file(self, path: str | os.PathLike[str], *, purpose: str = "fine-tune",
+                    expires_after_s: int | None = None) -> api.FileObject:
+        """Upload a JSONL training file, streamed; the server checks every line. With
+        ``expires_after_s`` (3600 to 30 days), it is deleted that long after its upload.
 
         Returns:
             The :class:`~alallo.FileObject` (a plain dict): ``id``, ``filename``,
@@ -98,13 +99,14 @@ class Client:
             InvalidRequest: 422 naming the first bad line (``line 7: ...``), 413 if too big.
             ClientError: The local file cannot be read, or the server is unreachable.
         """
-        return self._driver.run(self._calls.upload_file(path, purpose))
+        return self._driver.run(self._calls.upload_file(path, purpose, expires_after_s))
 
-    def list_files(self, *, limit: int | None = None, after: FileId | None = None) -> api.FileList:
-        """One page of the account's files, newest first, as a list object (``data``,
-        ``has_more``); ``after`` is the last file id seen. Without ``limit``, the
-        server's page (up to 10,000)."""
-        return self._driver.run(self._calls.list_files(limit, after))
+    def list_files(self, *, limit: int | None = None, after: FileId | None = None,
+                   purpose: str | None = None, order: str | None = None) -> api.FileList:
+        """One page of the account's files, newest first (``order="asc"``: oldest first),
+        only those of ``purpose`` if given; ``after`` is the last file id seen. Without
+        ``limit``, the server's page (up to 10,000)."""
+        return self._driver.run(self._calls.list_files(limit, after, purpose, order))
 
     def iter_files(self, *, page_size: int = FILES_PAGE_SIZE) -> Iterator[api.FileObject]:
         """Every file of the account, newest first, fetching page after page."""
@@ -136,6 +138,37 @@ class Client:
             NotFound: the account has no such model.
         """
         return self._driver.run(self._calls.delete_model(model))
+
+    def get_model(self, model: str) -> api.Model:
+        """One model: of the catalogue (``alallo/tiny-gpt2``), or one of the account's
+        fine-tuned (``ft:…``) or checkpoint models (``ft:…:ckpt-step-N``). Raises
+        :class:`~alallo.NotFound` for any other."""
+        return self._driver.run(self._calls.get_model(model))
+
+    def share_checkpoint(self, checkpoint: str,
+                         accounts: list[str]) -> api.CheckpointPermissionList:
+        """Share a checkpoint model (``ft:…:ckpt-step-N``) with other accounts (ids): they
+        may chat with it and train from it, nothing else. Returns a permission per account.
+        Raises :class:`~alallo.NotFound` (no such checkpoint model of the account) or
+        :class:`~alallo.InvalidRequest` (an id that is no account here, or its own)."""
+        return self._driver.run(self._calls.share_checkpoint(checkpoint, accounts))
+
+    def list_checkpoint_permissions(self, checkpoint: str, *, account: str | None = None,
+                                    after: str | None = None, limit: int | None = None,
+                                    order: str | None = None,
+                                    ) -> api.CheckpointPermissionList:
+        """One page of a checkpoint model's permissions, newest first unless ``order`` is
+        ``ascending``; ``account``: only the permission of that account; ``after``: the last
+        permission id of the previous page."""
+        return self._driver.run(self._calls.list_checkpoint_permissions(
+            checkpoint, account, after, limit, order))
+
+    def delete_checkpoint_permission(self, checkpoint: str,
+                                     permission_id: str) -> api.CheckpointPermissionDeleted:
+        """Revoke a permission (``cp_…``): its account can no longer use the checkpoint.
+        Raises :class:`~alallo.NotFound` for no such checkpoint model or permission."""
+        return self._driver.run(self._calls.delete_checkpoint_permission(
+            checkpoint, permission_id))
 
     def download_model(self, model: str, directory: str | os.PathLike[str], *,
                        merged: bool = False,
@@ -179,6 +212,11 @@ class Client:
         """
         return self._driver.run(self._calls.estimate(spec))
 
+    def together_estimate(self, **request: Any) -> api.TogetherPriceEstimate:
+        """Together's price estimate (``training_file``, ``model``, ``n_epochs``,
+        ``n_evals``, ``training_type``...), answered from :meth:`estimate`."""
+        return self._driver.run(self._calls.together_estimate(request))
+
     # -- jobs ------------------------------------------------------------------
 
     def create_job(self, **spec: Unpack[JobSpecFields]) -> api.FineTuningJob:
@@ -202,9 +240,11 @@ class Client:
         """The job object: status, message, progress, time left, price, ..."""
         return self._driver.run(self._calls.get_job(job_id))
 
-    def list_jobs(self, *, limit: int = 20, after: JobId | None = None) -> api.JobList:
-        """One page of the account's jobs, newest first; ``after`` is the last id seen."""
-        return self._driver.run(self._calls.list_jobs(limit, after))
+    def list_jobs(self, *, limit: int = 20, after: JobId | None = None,
+                  metadata: dict[str, str] | None = None) -> api.JobList:
+        """One page of the account's jobs, newest first; ``after`` is the last id seen;
+        with ``metadata``, only the jobs whose metadata holds each pair."""
+        return self._driver.run(self._calls.list_jobs(limit, after, metadata))
 
     def iter_jobs(self, *, page_size: int = JOBS_PAGE_SIZE) -> Iterator[api.FineTuningJob]:
         """Every job of the account, newest first, fetching page after page."""
@@ -218,13 +258,35 @@ class Client:
         """
         return self._driver.run(self._calls.cancel_job(job_id))
 
+    def pause_job(self, job_id: JobId) -> api.FineTuningJob:
+        """Pause a job: it saves a checkpoint, stops and frees its capacity, and costs
+        nothing until resumed. Returns it ``paused`` (message ``Paused at step N. Resume it
+        ...``), or ``running`` with ``Pausing: saving a checkpoint`` when its trainer takes
+        over 30 s to save; a queued job pauses at once. Idempotent.
+
+        Raises:
+            InvalidTransition: 409 if the job has finished or is being cancelled.
+        """
+        return self._driver.run(self._calls.pause_job(job_id))
+
+    def resume_job(self, job_id: JobId) -> api.FineTuningJob:
+        """Resume a paused job: it is ``queued`` again and continues from its checkpoint.
+
+        Raises:
+            InvalidTransition: 409 if the job is not paused (live, still pausing, finished).
+        """
+        return self._driver.run(self._calls.resume_job(job_id))
+
     def list_events(self, job_id: JobId, *, after: Seq | None = None,
                     limit: int = EVENTS_PAGE_SIZE) -> api.JobEventList:
-        """One page of a job's events, oldest first; ``after`` is the last event's ``seq``."""
+        """One page of a job's ``message`` events, oldest first; ``after`` is the last event's
+        ``seq``. Each event's kind (``JOB_START``...) is its ``alallo_type``; the server's own
+        default order (OpenAI's: newest first, with ``metrics`` events) is the ``openai``
+        package's ``fine_tuning.jobs.list_events``."""
         return self._driver.run(self._calls.list_events(job_id, after, limit))
 
     def iter_events(self, job_id: JobId) -> Iterator[api.JobEvent]:
-        """All of a job's events, oldest first, fetching page after page."""
+        """All of a job's ``message`` events, oldest first, fetching page after page."""
         return self._driver.drive(self._calls.iter_events(job_id))
 
     def list_checkpoints(self, job_id: JobId, *, after: str | None = None,
@@ -232,8 +294,8 @@ class Client:
         """One page of a job's saved checkpoints, newest first.
 
         ``after`` is the ``id`` (``ftckpt-…``) of the last checkpoint seen. Each
-        holds ``step_number``, ``fine_tuned_model_checkpoint`` (where it was
-        saved) and ``metrics`` (``step``, ``train_loss``). A job that saved
+        holds ``step_number``, ``fine_tuned_model_checkpoint`` (its model's id,
+        ``ft:…:ckpt-step-N``) and ``metrics`` (``step``, ``train_loss``). A job that saved
         none has an empty list.
         """
         return self._driver.run(self._calls.list_checkpoints(job_id, after, limit))

@@ -10,7 +10,8 @@ come in the inputs): DESIGN.md rule 2. Everything else of alallo builds on this 
   :class:`LogLine`), data only; :mod:`~alallo.jobs._metrics`: :class:`MetricsPoint`, the
   metrics series and its CSV; :mod:`~alallo.jobs._plan`: :class:`Plan`, the device types.
 - :mod:`~alallo.jobs._inputs` and :mod:`~alallo.jobs._lifecycle` (``lifecycle`` here): the
-  state machine, ``lifecycle.apply(job, input) -> Transition``.
+  state machine, ``lifecycle.apply(job, input) -> Transition``; :mod:`~alallo.jobs._pausing`:
+  its pause and resume.
 - :mod:`~alallo.jobs._billing`, :mod:`~alallo.jobs._estimate`, :mod:`~alallo.jobs._timeleft`,
   :mod:`~alallo.jobs._timetext`: who pays what, estimates, time left and its text.
 - :mod:`~alallo.jobs._training_file`: the JSONL check of an uploaded training file.
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from ._estimate import estimate_price as estimate_price
     from ._estimate import estimate_time as estimate_time
     from ._job import CHECKPOINT_EVERY as CHECKPOINT_EVERY
+    from ._job import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE
+    from ._job import DPO_BETA as DPO_BETA
     from ._job import Event as Event
     from ._job import Job as Job
     from ._job import JobError as JobError
@@ -40,6 +43,10 @@ if TYPE_CHECKING:
     from ._job import Progress as Progress
     from ._job import SavedCheckpoint as SavedCheckpoint
     from ._job import StartingWeights as StartingWeights
+    from ._metadata import METADATA_MAX_KEY_CHARS as METADATA_MAX_KEY_CHARS
+    from ._metadata import METADATA_MAX_KEYS as METADATA_MAX_KEYS
+    from ._metadata import METADATA_MAX_VALUE_CHARS as METADATA_MAX_VALUE_CHARS
+    from ._metadata import check_metadata as check_metadata
     from ._metrics import MetricsPoint as MetricsPoint
     from ._metrics import metrics_csv as metrics_csv
     from ._metrics import series as series
@@ -59,6 +66,8 @@ if TYPE_CHECKING:
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "CHECKPOINT_EVERY": ("._job", "CHECKPOINT_EVERY"),
+    "DEFAULT_BATCH_SIZE": ("._job", "DEFAULT_BATCH_SIZE"),
+    "DPO_BETA": ("._job", "DPO_BETA"),
     "CommandTrainer": ("._spec", "CommandTrainer"),
     "DEVICE_TYPES": ("._plan", "DEVICE_TYPES"),
     "DeviceType": ("._plan", "DeviceType"),
@@ -82,6 +91,10 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "TimeRange": ("._timetext", "TimeRange"),
     "billing_limit_detail": ("._billing", "billing_limit_detail"),
     "check_jsonl": ("._training_file", "check_jsonl"),
+    "check_metadata": ("._metadata", "check_metadata"),
+    "METADATA_MAX_KEYS": ("._metadata", "METADATA_MAX_KEYS"),
+    "METADATA_MAX_KEY_CHARS": ("._metadata", "METADATA_MAX_KEY_CHARS"),
+    "METADATA_MAX_VALUE_CHARS": ("._metadata", "METADATA_MAX_VALUE_CHARS"),
     "PREFERENCE_FORMATS": ("._training_file", "PREFERENCE_FORMATS"),
     "estimate_price": ("._estimate", "estimate_price"),
     "PRICE_DIGITS": ("._estimate", "PRICE_DIGITS"),
@@ -92,13 +105,14 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["CHECKPOINT_EVERY", "DEVICE_TYPES", "FAILURE_SWITCHES", "PREFERENCE_FORMATS",
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH_SIZE", "DEVICE_TYPES", "DPO_BETA", "FAILURE_SWITCHES", "PREFERENCE_FORMATS",
+           "METADATA_MAX_KEYS", "METADATA_MAX_KEY_CHARS", "METADATA_MAX_VALUE_CHARS",
            "PRICE_DIGITS",
            "CommandTrainer", "DeviceType",
            "EarlyStopping", "Event", "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine",
            "MetricsPoint", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
            "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail",
-           "check_jsonl", "estimate_price", "estimate_time", "lifecycle", "metrics_csv",
+           "check_jsonl", "check_metadata", "estimate_price", "estimate_time", "lifecycle", "metrics_csv",
            "series", "time_left"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

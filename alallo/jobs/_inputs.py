@@ -22,7 +22,9 @@ __all__ = [
     "Input",
     "LimitReached",
     "NotAvailable",
+    "PauseRequested",
     "Rescheduled",
+    "ResumeRequested",
     "Started",
     "TrainerExited",
     "TrainerReported",
@@ -114,6 +116,22 @@ class CancelRequested:
 
 
 @dataclass(frozen=True)
+class PauseRequested:
+    """The user asked to pause the job: a running one saves a checkpoint and stops, a
+    queued one leaves the queue (``docs/api.md``, "Pause and resume")."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class ResumeRequested:
+    """The user asked a paused job to go on: it is queued again, and continues from the
+    checkpoint it was paused at."""
+
+    now: float
+
+
+@dataclass(frozen=True)
 class AutoCancel:
     """alallo cancels the job for the user (seed 000): money or W&B.
 
@@ -155,7 +173,7 @@ class ActorFailed:
 
 Input = (Created | WaitingForCapacity | NotAvailable | Started | TrainerReported
          | TrainerExited | CancelRequested | AutoCancel | LimitReached | Rescheduled
-         | CheckpointNotShared | ActorFailed)
+         | CheckpointNotShared | ActorFailed | PauseRequested | ResumeRequested)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ around; they are also what the HTTP API shows, through :meth:`Job.public`.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +52,18 @@ CHECKPOINT_EVERY = 10
 
 DPO_BETA = 0.1
 """DPO's beta when the job names none (TRL's default)."""
+
+DEFAULT_EPOCHS = 3
+"""Passes over the training file when the job names neither ``n_epochs`` nor ``max_steps``."""
+
+DEFAULT_BATCH_SIZE = 4
+"""Examples per step when the job names no ``batch_size``."""
+
+
+def default_learning_rate(adapter: str) -> float:
+    """The peak learning rate of a job that names none (``learning_rate_multiplier`` 1):
+    1e-3 for a LoRA adapter, 1e-4 for a full fine-tune."""
+    return 1e-4 if adapter == "full" else 1e-3
 
 
 class StartingWeights(BaseModel):
@@ -156,6 +169,12 @@ class Job(BaseModel):
     """Set when alallo stopped the job (budget, time limit): its ``failed`` message."""
     cancel_free: bool = False
     """The cancel request came when cancelling is free (see ``docs/cancelling.md``)."""
+    pause_requested: bool = False
+    """The user asked to pause the running job: its trainer is saving a checkpoint to stop."""
+    paused_at: float | None = None
+    """Unix seconds the job was paused, while it is ``paused``."""
+    paused_s: float = 0.0
+    """Seconds spent paused before the current stretch (not counted as waiting or late)."""
     ran_s: float = 0.0
     """Seconds of running in finished runs (the time limit counts all runs)."""
     trainer_error: tuple[Literal["user", "platform"], str] | None = None
@@ -166,6 +185,9 @@ class Job(BaseModel):
     """``(last step run, best step)`` when training stopped early (``early_stopping``)."""
     result_files: tuple[str, ...] = ()
     """Files the job made for the account: its metrics CSV, once it succeeded."""
+    steps_per_epoch: int | None = None
+    """Steps one pass over the training file takes (its examples over the batch size),
+    counted at creation; None for jobs created before it was recorded."""
 
     @property
     def trainer_name(self) -> str:
@@ -181,16 +203,53 @@ class Job(BaseModel):
         the fine-tuned model or checkpoint it continues."""
         return self.init_from.base_model if self.init_from else self.spec.model
 
+    @property
+    def n_epochs(self) -> int:
+        """Passes over the training file the job's steps make (the last one may be partial,
+        when ``max_steps`` is not a whole number of epochs): what ran, not what was asked
+        (``max_steps`` wins over ``n_epochs``). Jobs created before the steps of an epoch
+        were recorded: the ``n_epochs`` asked for, else 3."""
+        if self.steps_per_epoch:
+            return max(1, math.ceil(self.max_steps / self.steps_per_epoch))
+        return self.spec.hyperparameters.n_epochs or DEFAULT_EPOCHS
+
+    @property
+    def learning_rate_multiplier(self) -> float:
+        """The peak learning rate over the default one (OpenAI's way of saying it): the
+        ``learning_rate_multiplier`` given, or that of the ``learning_rate`` given, else 1."""
+        hp = self.spec.hyperparameters
+        if hp.learning_rate is not None:
+            return float(f"{hp.learning_rate / default_learning_rate(self.spec.adapter):.10g}")
+        return hp.learning_rate_multiplier or 1.0
+
+    @property
+    def trained_tokens(self) -> int | None:
+        """Training tokens the user pays for, once the job is final (OpenAI's
+        ``trained_tokens``): each charged step at the tokens its plan priced a step for
+        (:attr:`Plan.tokens_per_step`); 0 when all it was charged was refunded (a failed job,
+        a free cancel). None while the job is live, or for a plan made before the tokens of a
+        step were recorded."""
+        if not self.status.is_final:
+            return None
+        if self.charged_through == 0 or (self.refunded and self.refunded >= self.charged):
+            return 0
+        if self.plan.tokens_per_step is None:
+            return None
+        return round(self.charged_through * self.plan.tokens_per_step)
+
     def resolved_hyperparameters(self) -> dict[str, Any]:
-        """The hyperparameters the trainer gets, defaults filled in."""
+        """The hyperparameters the trainer gets, defaults filled in; ``n_epochs`` and
+        ``learning_rate_multiplier`` as they ran (:attr:`n_epochs`,
+        :attr:`learning_rate_multiplier`)."""
         hp = self.spec.hyperparameters
         full = self.spec.adapter == "full"
         return {
-            "n_epochs": hp.n_epochs or 3,
+            "n_epochs": self.n_epochs,
             "max_steps": self.max_steps,
-            "batch_size": hp.batch_size or 4,
-            "learning_rate": hp.learning_rate or ((1e-4 if full else 1e-3)
+            "batch_size": hp.batch_size or DEFAULT_BATCH_SIZE,
+            "learning_rate": hp.learning_rate or (default_learning_rate(self.spec.adapter)
                                                   * (hp.learning_rate_multiplier or 1.0)),
+            "learning_rate_multiplier": self.learning_rate_multiplier,
             "lora_rank": None if full else (hp.lora_rank or 8),
             "warmup_ratio": hp.warmup_ratio or 0.0,
             "weight_decay": hp.weight_decay or 0.0,

@@ -33,7 +33,9 @@ from ._inputs import (
     Input,
     LimitReached,
     NotAvailable,
+    PauseRequested,
     Rescheduled,
+    ResumeRequested,
     Started,
     TrainerExited,
     TrainerReported,
@@ -42,13 +44,15 @@ from ._inputs import (
 )
 from ._job import Job, JobError, LogLine, Progress, SavedCheckpoint
 from ._metrics import MetricsPoint
+from ._pausing import ends_paused, pause, paused, paused_total, resume
 from ._plan import DEVICE_TYPES, Plan
 from ._spec import CommandTrainer
 
 __all__ = [  # the inputs (alallo.jobs._inputs), re-exported: callers say lifecycle.Created
     "ActorFailed", "AutoCancel", "CancelRequested", "CheckpointNotShared", "Created", "Input",
-    "LimitReached", "NotAvailable", "Rescheduled", "Started", "TrainerExited", "TrainerReported",
-    "Transition", "WaitingForCapacity", "append_log", "append_metrics", "apply",
+    "LimitReached", "NotAvailable", "PauseRequested", "Rescheduled", "ResumeRequested", "Started",
+    "TrainerExited", "TrainerReported", "Transition", "WaitingForCapacity", "append_log",
+    "append_metrics", "apply",
     "checkpoint_not_shared",
 ]
 
@@ -60,9 +64,10 @@ def apply(job: Job, event: Input) -> Transition:
         InvalidTransition: the user cancels a job that has finished.
     """
     if job.status.is_final:
-        if isinstance(event, CancelRequested):
+        if isinstance(event, CancelRequested | PauseRequested | ResumeRequested):
+            verb = {CancelRequested: "cancel", PauseRequested: "pause"}.get(type(event), "resume")
             raise InvalidTransition(
-                f"cannot cancel {job.id}: the job has already finished ({job.status.value})")
+                f"cannot {verb} {job.id}: the job has already finished ({job.status.value})")
         return _unchanged(job)
     draft = _Draft(job, event.now)
     match event:
@@ -83,7 +88,7 @@ def apply(job: Job, event: Input) -> Transition:
             if detail:  # the status message stays the seed's; the error says why
                 draft.set(error=JobError(code="not_available", message=f"{message} {detail}."))
         case Started():
-            if job.status is JobStatus.CANCELLING:
+            if job.status in (JobStatus.CANCELLING, JobStatus.PAUSED):
                 return _unchanged(job)
             _started(draft, event)
         case TrainerReported(message=message):
@@ -97,7 +102,7 @@ def apply(job: Job, event: Input) -> Transition:
         case CancelRequested():
             if job.status is JobStatus.CANCELLING:
                 return _unchanged(job)
-            late = event.now > job.created_at + job.estimate.high_s
+            late = event.now - paused_total(job, event.now) > job.created_at + job.estimate.high_s
             draft.set(status=JobStatus.CANCELLING, message=None, cancel_free=late).event(
                 EventType.CANCEL_REQUESTED, "Cancel requested by user")
         case AutoCancel(reason=reason, detail=detail):
@@ -123,6 +128,11 @@ def apply(job: Job, event: Input) -> Transition:
                        else Message.TIME_LIMIT_REACHED).value
             draft.set(stop_reason=message).event(EventType.WARNING, message,
                                                  level=EventLevel.WARNING)
+        case PauseRequested():
+            if not pause(draft):
+                return _unchanged(job)
+        case ResumeRequested():
+            resume(draft)
         case _:
             raise TypeError(f"not a lifecycle input: {event!r}")
     return draft.done()
@@ -315,8 +325,10 @@ def _exited(draft: _Draft, returncode: int | None, max_restarts: int,
     job, now = draft.job, draft.now
     ran = job.ran_s + (now - job.run_started_at if job.run_started_at is not None else 0.0)
     draft.set(ran_s=ran, run_started_at=None)
-    if job.status is JobStatus.RE_SCHEDULING:
-        return  # the job moves: its next run starts from the latest checkpoint
+    if job.status is not JobStatus.CANCELLING and ends_paused(job, returncode):
+        return paused(draft)  # at its latest checkpoint: the one it just saved, if it could
+    if job.status in (JobStatus.RE_SCHEDULING, JobStatus.PAUSED):
+        return  # it moves, or a pause stopped its run: the next run starts from its checkpoint
     if job.status is JobStatus.CANCELLING:
         draft.set(status=JobStatus.CANCELLED, finished_at=int(now))
         draft.event(EventType.JOB_STOPPED, "Job stopped due to cancel request")

@@ -28,6 +28,10 @@ class Plan(BaseModel):
     eval_s: float = 0.0
     """Expected seconds of evaluation on the validation file, all evaluations together
     (not charged: the price counts training only)."""
+    tokens_per_step: float | None = None
+    """Training tokens one step is priced for: the batch times the examples' average
+    length, cut at the model's context (a job's ``trained_tokens`` counts its charged steps
+    at this); None for plans made before it was recorded."""
 
     @property
     def training_s(self) -> float:

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ._hyperparameters import LORA_ONLY, REQUEST, Hyperparameters
+from ._metadata import check_metadata
 from ._method_forms import OpenAIMethod, TogetherMethod, unfold_method_forms
 
 __all__ = [
@@ -136,21 +137,27 @@ WANDB_KEY_LENGTH = 40
 
 
 class WandbSettings(BaseModel):
-    """Where a job reports its metrics on Weights & Biases."""
+    """Where a job reports its metrics on Weights & Biases: OpenAI's form (``project``,
+    ``entity``, ``name``, ``tags``), logging in with the W&B key the account stored
+    (``alallo accounts set --wandb-key``); or with alallo's ``api_key`` given here."""
 
     model_config = REQUEST
 
     project: str = Field(min_length=1)
-    api_key: str = Field(json_schema_extra={"minLength": WANDB_KEY_LENGTH,
-                                            "maxLength": WANDB_KEY_LENGTH})
-    """The W&B API key: 40 characters (checked here, as W&B checks it); required."""
+    api_key: str | None = Field(default=None, json_schema_extra={
+        "minLength": WANDB_KEY_LENGTH, "maxLength": WANDB_KEY_LENGTH})
+    """The W&B API key: 40 characters (checked here, as W&B checks it). Left out (OpenAI's
+    form): the key the account stored; a job is refused when it has none. Never shown."""
     name: str | None = None
+    """The run's name; None: the job's id."""
     entity: str | None = None
+    tags: list[str] | None = Field(default=None, max_length=64)
+    """Tags of the W&B run (as OpenAI passes them on)."""
 
     @field_validator("api_key")
     @classmethod
-    def _key_length(cls, value: str) -> str:
-        if len(value) != WANDB_KEY_LENGTH:
+    def _key_length(cls, value: str | None) -> str | None:
+        if value is not None and len(value) != WANDB_KEY_LENGTH:
             raise PydanticCustomError(
                 "wandb_api_key",
                 "API key must be {expected} characters long, yours was {length}",
@@ -209,6 +216,14 @@ class JobSpec(BaseModel):
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
     trainer: TrainerChoice = "trl"
     metadata: dict[str, str] | None = None
+    """OpenAI's: up to 16 pairs, keys up to 64 characters, values up to 512
+    (:func:`~alallo.jobs._metadata.check_metadata`); ``GET /v1/fine_tuning/jobs`` filters
+    on them."""
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return check_metadata(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -51,6 +51,9 @@ class TimedJob(Protocol):
     def created_at(self) -> int: ...
 
     @property
+    def paused_s(self) -> float: ...
+
+    @property
     def run_started_at(self) -> float | None: ...
 
     @property
@@ -71,6 +74,8 @@ def time_left(job: TimedJob, *, now: float) -> TimeRange | None:
 
     - Queued: the estimate made at submission (it counts the queue wait),
       less the time already waited, never below the training time itself.
+      A job queued again by a resume, or ``paused``: the plan's time for the steps left
+      (the time it was paused counts for nothing).
     - Running, before 5% of the steps: the plan's time for the steps left.
     - Running, after: the measured pace. The range comes from the spread of
       recent step times: for ``R`` steps left, ``D`` done, pace ``m`` and
@@ -89,7 +94,7 @@ def time_left(job: TimedJob, *, now: float) -> TimeRange | None:
     remaining_steps = max(0, progress.max_steps - progress.step)
     done_since_start = progress.step - job.first_step
     planned = job.plan.startup_s + remaining_steps * job.plan.step_time_s
-    if job.status is JobStatus.QUEUED:
+    if job.status is JobStatus.QUEUED and not job.paused_s:
         waited = max(0.0, now - job.created_at)
         return TimeRange(
             low_s=max(planned * ESTIMATE_LOW, job.estimate.low_s - waited),

@@ -8,7 +8,8 @@ the step. The rest is read from what the runtime already keeps:
   trainer protocol names every checkpoint ``checkpoint-<step>`` under its run's
   ``checkpoint_dir`` (docs/trainer-protocol.md), so an older one is that name
   in one of the job's runs (:func:`checkpoint_dir`). The server keeps the newest
-  two: the list holds only the checkpoints still on disk.
+  three, as OpenAI does: the list holds only the checkpoints still on disk, each a model
+  (``ft:…:ckpt-step-N``, :mod:`alallo.runtime._checkpoint_models`).
 - its metrics: the figures of the job's metrics series at that step (training loss
   and mean token accuracy, validation loss and accuracy where evaluated, the
   ``full_valid_*`` figures at the checkpoint that became the model). A trainer that
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from .._errors import InvalidRequest
 from .._status import EventType
 from ..jobs import Event, Job, LogLine
+from ._model_ids import checkpoint_model_id
 
 __all__ = ["CHECKPOINT_FIGURES", "CHECKPOINT_ID_PREFIX", "JobCheckpoint", "JobReads", "checkpoint_dir", "checkpoint_id",
            "list_checkpoints"]
@@ -66,7 +68,10 @@ class JobCheckpoint(BaseModel):
     created_at: int
     """Unix seconds when alallo heard of it."""
     path: str | None
-    """The directory it was saved in (None only if the job never said where)."""
+    """The directory it was saved in (None only if the job never said where); the
+    operator's, never in an answer."""
+    model: str
+    """The checkpoint model's id, ``ft:…:ckpt-step-N``."""
     train_loss: float | None
     """The training loss known at that step, or None."""
     figures: dict[str, float | None] = {}
@@ -124,6 +129,7 @@ async def list_checkpoints(runtime: JobReads, account_id: str, job_id: str, *,
         losses = await _losses(runtime, account_id, job, up_to=max(page))
     return [JobCheckpoint(
         job_id=job_id, step=s, created_at=saved[s], path=str(kept[s]),
+        model=checkpoint_model_id(job, s),
         train_loss=_loss_at(job, losses, s),
         figures={name: float(value) for name in CHECKPOINT_FIGURES
                  if (value := rows.get(s, {}).get(name)) is not None}) for s in page], more
@@ -185,13 +191,13 @@ def checkpoint_dir(job: Job, step: int) -> Path | None:
 
     The job's latest checkpoint is where it says; an older one is ``checkpoint-<step>``
     under the ``checkpoints`` folder of one of the job's runs (``attempt-N/``, or the job's
-    own folder for jobs of earlier versions), which the server prunes to the newest two.
+    own folder for jobs of earlier versions), which the server prunes to the newest three.
     """
     latest = job.checkpoint
     if latest is None:
         return None
-    if latest.step == step:
-        return Path(latest.path)
+    if latest.step == step:  # unless deleted (DELETE /v1/models/{its checkpoint model})
+        return Path(latest.path) if Path(latest.path).is_dir() else None
     job_dir = next((p for p in Path(latest.path).parents if p.name == job.id), None)
     if job_dir is None:
         return None

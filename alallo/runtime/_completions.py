@@ -2,8 +2,8 @@
 OpenAI's request shapes (``POST /v1/chat/completions``, ``POST /v1/completions``; issue 17).
 
 :meth:`Completions.start` checks a request (pydantic: a 422 naming the field), finds the
-model's files (a fine-tuned model of the account: its LoRA adapter on its base, or its whole
-weights; a base model of the catalogue or the Hugging Face cache), queues the request on the
+model's files (a fine-tuned model of the account, or a checkpoint model of its own or shared
+with it: its LoRA adapter on its base, or its whole weights; a base model of the catalogue or the Hugging Face cache), queues the request on the
 model's worker (:mod:`alallo.runtime._inference`) and waits for its first answer, so that a
 request the model refuses (a prompt longer than its context, messages to a model with no
 chat template) is answered with a 4xx before any byte of a stream. The
@@ -29,17 +29,20 @@ from .._errors import Forbidden, InvalidRequest, NotFound, Unavailable, shown
 from ..capacity import TINY_GPT2
 from ..settings import Settings
 from ..store import Store
-from ._fine_tuned import FineTunedModels, job_id_of
+from ._fine_tuned import FineTunedModels
 from ._inference import InferenceWorkers, ModelFiles
+from ._model_ids import parse_model_id
+from ._openai_params import ChatOptions, TextOptions
 from ._planning import Planning
 
 __all__ = ["ChatRequest", "Completion", "Completions", "TextRequest"]
 
 
-_REQUEST = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+_REQUEST = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 """As a job spec's models check what they are sent (no conversion between types: ``true``
-is no number; no ``NaN`` or infinite number: a 422 naming the field), but OpenAI's fields
-that alallo does not use are ignored (the ``openai`` SDK sends some: ``user``...)."""
+is no number; no ``NaN`` or infinite number; no field it does not know: a 4xx naming the
+field). OpenAI's parameters that the worker does not honour are taken only with the value
+that asks for nothing (:mod:`alallo.runtime._openai_params`)."""
 
 
 def _at_most_4_stops(schema: Any) -> None:
@@ -100,14 +103,14 @@ class _Sampling(BaseModel):
         return bool((self.stream_options or {}).get("include_usage"))
 
 
-class ChatRequest(_Sampling):
+class ChatRequest(ChatOptions, _Sampling):
     """The body of ``POST /v1/chat/completions`` (OpenAI's; ``n`` must be 1)."""
 
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
 
 
-class TextRequest(_Sampling):
+class TextRequest(TextOptions, _Sampling):
     """The body of ``POST /v1/completions`` (OpenAI's; one prompt)."""
 
     prompt: str | list[str] = Field(json_schema_extra=_one_prompt)
@@ -260,9 +263,8 @@ class Completions:
 
     async def _files(self, account_id: str, name: str) -> ModelFiles:
         """What a worker loads for the model ``name``, as this account sees it."""
-        if job_id_of(name) is not None:
-            job = await self._models.find(account_id, name)
-            directory = Path(job.fine_tuned_model or "")
+        if parse_model_id(name) is not None:  # a fine-tuned or a checkpoint model
+            _, directory = await self._models.weights(account_id, name)
             adapter_config = directory / "adapter_config.json"
             if adapter_config.is_file():
                 base = json.loads(adapter_config.read_text()).get("base_model_name_or_path")

@@ -1,8 +1,11 @@
 """`FineTunedModels`: an account's trained models, by id, as archives to download (issue 17).
 
-A job that succeeded made a model: its id is OpenAI's shape, ``ft:BASE:ACCOUNT[-SUFFIX]:JOB``
-(:func:`model_id`), e.g. ``ft:alallo--tiny-gpt2:acct-1f2e-support:3a4b5c…``; the directory
-stays readable as the job's ``fine_tuned_model_path`` for the operator. A model exists while
+A job that succeeded made a model: its id is OpenAI's shape, ``ft:BASE:ACCOUNT:SUFFIX:JOB``
+(:func:`~alallo.runtime._model_ids.model_id`), e.g.
+``ft:alallo--tiny-gpt2:acct-1f2e:support:3a4b5c…`` (the four-field ids of earlier versions
+name it too); the directory stays readable as the job's ``fine_tuned_model_path`` for the
+operator. The job's kept checkpoints are models too (``…:ckpt-step-N``,
+:mod:`alallo.runtime._checkpoint_models`, at :attr:`FineTunedModels.checkpoints`). A model exists while
 its directory does: ``DELETE /v1/models/{id}`` removes it, and the id then answers 404 as an
 id nobody has (so does another account's).
 
@@ -40,27 +43,12 @@ from ..executors import scrubbed_environment
 from ..jobs import Job
 from ..settings import Settings
 from ..store import Store
+from ._checkpoint_models import CheckpointModels
+from ._model_ids import legacy_model_id, model_id, parse_model_id
 
-__all__ = ["ArchiveFormat", "FineTunedModels", "job_id_of", "model_id"]
+__all__ = ["ArchiveFormat", "FineTunedModels"]
 
 ArchiveFormat = Literal["adapter", "merged"]
-
-
-def model_id(job: Job) -> str:
-    """The id of the model a job trained: ``ft:BASE:ACCOUNT[-SUFFIX]:JOB`` (JOB: the job
-    id's hex, as OpenAI's ``ft:gpt-4o-mini:org:suffix:abc123``). BASE is the base model's
-    name with ``/`` written ``--`` (as the Hugging Face cache writes it), so that the id is
-    one segment of a URL path."""
-    owner = job.account_id + (f"-{job.spec.suffix}" if job.spec.suffix else "")
-    base = job.base_model.replace("/", "--")
-    return f"ft:{base}:{owner}:{job.id.removeprefix('ft-')}"
-
-
-def job_id_of(model: str) -> str | None:
-    """The job that trained ``model`` (a :func:`model_id`), or None for any other name."""
-    if not model.startswith("ft:") or model.count(":") < 3:
-        return None
-    return "ft-" + model.rsplit(":", 1)[1]
 
 
 class FineTunedModels:
@@ -78,24 +66,48 @@ class FineTunedModels:
         self._settings = settings
         self._get_job = get_job
         self._builds: dict[Path, _Build] = {}
+        self.checkpoints = CheckpointModels(store, get_job)
+        """The jobs' checkpoints as models, and their permissions."""
 
     async def find(self, account_id: str, model: str) -> Job:
-        """The succeeded job whose model ``model`` is, while the model exists.
+        """The succeeded job whose model ``model`` is (its id, or the four-field id of
+        earlier versions), while the model exists.
 
         Raises:
-            NotFound: no such model of the account (``param="model"``).
+            NotFound: no such model of the account (``param="model"``); a checkpoint
+                model's id too (:attr:`checkpoints` finds those).
         """
-        job_id = job_id_of(model)
+        ref = parse_model_id(model)
         job: Job | None = None
-        if job_id is not None:
+        if ref is not None and ref.step is None:
             try:
-                job = await self._get_job(account_id, job_id)
+                job = await self._get_job(account_id, ref.job_id)
             except NotFound:
                 job = None
-        if (job is None or job.fine_tuned_model is None or model_id(job) != model
+        if (job is None or job.fine_tuned_model is None
+                or model not in (model_id(job), legacy_model_id(job))
                 or not Path(job.fine_tuned_model).is_dir()):
             raise NotFound(f"no model {shown(model)}", param="model")
         return job
+
+    async def weights(self, account_id: str, model: str) -> tuple[Job, Path]:
+        """A model the account may chat with or train from: its own fine-tuned model, or a
+        checkpoint model of its own or shared with it. Returns the job that trained it and
+        the weights' directory (a LoRA adapter, or whole weights).
+
+        Raises:
+            NotFound: no such model for this account (``param="model"``).
+        """
+        ref = parse_model_id(model)
+        if ref is not None and ref.step is not None:
+            found = await self.checkpoints.find(account_id, model, shared=True)
+            return found.job, found.path
+        job = await self.find(account_id, model)
+        return job, Path(job.fine_tuned_model or "")
+
+    async def usable(self, account_id: str, model: str) -> Job:
+        """The job that trained a model the account may train from (:meth:`weights`)."""
+        return (await self.weights(account_id, model))[0]
 
     async def list(self, account_id: str) -> list[Job]:
         """The account's jobs whose models exist, newest first."""

@@ -3,8 +3,8 @@
 It owns the job's trainer process. Everything that happens to the job comes
 in through its mailbox (the trainer's lines, its exit, a cancel from a user,
 a limit reached), goes through the pure state machine, is persisted, and
-only then published. Cancel travels on the control lane, so it overtakes a
-backlog of progress lines.
+only then published. Cancel, pause and resume travel on the control lane, so
+they overtake a backlog of progress lines (pausing: :mod:`alallo.runtime._run_pause`).
 
 Across processes the actor writes with its node's lease epoch (a fencing
 token, :mod:`alallo.cluster._cluster`): when the store refuses a write
@@ -25,21 +25,24 @@ import trio
 from actors import Actor, ActorError
 
 from .._errors import InvalidRequest
-from .._money import format_money
 from .._status import EventType, JobStatus
 from ..capacity import Acquire, Grant, Release
 from ..executors import TrainerRun
 from ..jobs import Event, Job, LogLine, MetricsPoint, billing_limit_detail, lifecycle
+from ..jobs._pausing import RESUMED_BY_USER
 from ..store import LeaseLost
 from ..trainers import Checkpoint, Error, Log, Metrics, parse_line
 from ._job_context import JobContext
 from ._job_messages import (
     CancelJob,
     JobMessage,
+    PauseJob,
     RescheduleJob,
+    ResumeJob,
     _CannotAfford,
     _LimitReached,
     _NotAvailable,
+    _PauseOverdue,
     _RunStarting,
     _TrainerEnded,
     _TrainerLine,
@@ -47,6 +50,8 @@ from ._job_messages import (
 )
 from ._launch import launch, prune_checkpoints, users_own_command
 from ._operator import ACTOR_RESTARTED, SERVER_RESTARTED, count_restart
+from ._run_pause import ask_to_pause, overdue_after
+from ._run_guards import cannot_afford, watch_limits
 from ._run_prep import prepare_run
 from ._views import placement_view
 
@@ -64,10 +69,12 @@ class JobActor(Actor[JobMessage]):
     On start it loads the job from the store and picks up where it stands:
     a queued job waits for a slot of the local node and starts its trainer;
     a job that was running when the server stopped starts again from its
-    latest checkpoint (event JOB_RESTARTED); a cancelling job ends cancelled.
+    latest checkpoint (event JOB_RESTARTED); a cancelling job ends cancelled; a paused
+    job waits for its resume (one caught pausing is paused: its trainer is gone).
     """
 
-    control_messages: ClassVar[tuple[type, ...]] = (CancelJob, RescheduleJob)
+    control_messages: ClassVar[tuple[type, ...]] = (CancelJob, PauseJob, ResumeJob,
+                                                    RescheduleJob)
 
     def __init__(self, context: JobContext, job_id: str, cause: str | None = None) -> None:
         super().__init__()
@@ -81,6 +88,10 @@ class JobActor(Actor[JobMessage]):
         self._writer = context.writer()
         self._running = False
         """A run task exists (waiting for capacity, starting, or running the trainer)."""
+        self._run_dir: Path | None = None
+        """The directory of the run whose trainer starts or runs (its pause file goes there)."""
+        self._restart_when_ended = False
+        """A resume came while the run a pause stopped was ending: start the next one then."""
 
     @property
     def job(self) -> Job:
@@ -123,7 +134,10 @@ class JobActor(Actor[JobMessage]):
                 await self._apply(lifecycle.CancelRequested(now=time.time()))
                 if self._job is None or self.job.status.is_final or self._fenced:
                     return
-            self._start_run(cause)
+            if self.job.pause_requested:  # it was pausing: its trainer is gone, paused
+                await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+            if self.job.status is not JobStatus.PAUSED:  # a paused job waits for its resume
+                self._start_run(cause)
 
     def _lose_lease(self, exc: LeaseLost) -> None:
         """Another process took the job: stop the trainer, then this actor, writing nothing."""
@@ -153,6 +167,17 @@ class JobActor(Actor[JobMessage]):
             case CancelJob():
                 await self._apply(lifecycle.CancelRequested(now=now))
                 return self.job
+            case PauseJob():
+                await self._apply(lifecycle.PauseRequested(now=now))
+                return self.job
+            case ResumeJob():
+                ending = self._running  # the run a pause stopped has not ended yet
+                await self._apply(lifecycle.ResumeRequested(now=now))
+                self._restart_when_ended = ending
+                return self.job
+            case _PauseOverdue(run=run):
+                if run is not None and run is self._run_scope:
+                    run.cancel()
             case RescheduleJob(reason=reason):
                 await self._apply(lifecycle.Rescheduled(now=now, reason=reason))
             case _Waiting(position=position):
@@ -175,6 +200,11 @@ class JobActor(Actor[JobMessage]):
                 if lost is not None:  # not the trainer's doing: the job moves, resumed
                     await self._apply(lifecycle.Rescheduled(now=now, reason=lost))
                 self._running = False
+                if self._restart_when_ended:  # the end of the run a pause stopped
+                    self._restart_when_ended = False
+                    if self.job.status is JobStatus.QUEUED:
+                        self._start_run(self.job.restart_cause)
+                    return None
                 job = self.job
                 made = (await self._ctx.save_results(job) if code == 0 and job.fine_tuned_model
                         and job.status is JobStatus.RUNNING and job.trainer_error is None
@@ -212,15 +242,13 @@ class JobActor(Actor[JobMessage]):
                 return
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
         else:
-            before = self.job.checkpoint
             await self._apply(lifecycle.TrainerReported(message=message, now=now))
-            # Ours to delete on a fenced executor; with early stopping the best one may be any
-            # of them (the trainer loads it at the end), so none goes before the job ends.
-            if (isinstance(message, Checkpoint) and self._ctx.executor.fenced
-                    and self.job.spec.early_stopping is None):
-                keep = {message.path, before.path if before else None}
-                await trio.to_thread.run_sync(prune_checkpoints,
-                                              self._ctx.settings.jobs_dir / self._job_id, keep)
+            # Ours to delete on a fenced executor, and earlier runs' (the newest 3 stay); with
+            # early stopping the best may be any of them: none goes before the job ends.
+            if (isinstance(message, Checkpoint) and self.job.spec.early_stopping is None
+                    and (self._ctx.executor.fenced or self.job.attempt > 1)):
+                job_dir = self._ctx.settings.jobs_dir / self._job_id
+                await trio.to_thread.run_sync(prune_checkpoints, job_dir, message.path)
 
     async def _apply(self, event: lifecycle.Input) -> None:
         before = self.job
@@ -229,7 +257,7 @@ class JobActor(Actor[JobMessage]):
             return
         balance, billing_limit = await self._persist(
             transition.job, transition.events, (), transition.ledger)
-        if isinstance(event, lifecycle.Started) and any(
+        if isinstance(event, lifecycle.Started) and event.cause != RESUMED_BY_USER and any(
                 e.type is EventType.JOB_RESTARTED for e in transition.events):
             count_restart(event.cause)
         charged = any(entry.kind == "charge" for entry in transition.ledger)
@@ -255,6 +283,9 @@ class JobActor(Actor[JobMessage]):
         elif stopping:
             # Nothing runs (queued, or between runs): the job ends now.
             await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+        elif job.status is JobStatus.PAUSED or job.pause_requested:
+            if not (before.status is JobStatus.PAUSED or before.pause_requested):
+                await self._pause_run(job)
         elif job.restart_cause is not None:
             if not self._running:
                 self._start_run(job.restart_cause)
@@ -264,6 +295,21 @@ class JobActor(Actor[JobMessage]):
             await self._apply(lifecycle.AutoCancel(
                 now=time.time(), reason="billing_limit",
                 detail=billing_limit_detail(headroom)))
+
+    async def _pause_run(self, job: Job) -> None:
+        """Stop the run for a pause: a trainer that runs is asked to save a checkpoint first
+        (its pause file) and stopped after ``Settings.pause_grace_s`` if it has not; any other
+        run (waiting for capacity, starting) stops now."""
+        if not self._running:
+            if job.pause_requested:  # between two runs: nothing to save
+                await self._apply(lifecycle.TrainerExited(returncode=None, now=time.time()))
+        elif (job.status is JobStatus.PAUSED or self._run_dir is None
+              or not await ask_to_pause(self._run_dir)):
+            if self._run_scope is not None:
+                self._run_scope.cancel()
+        else:
+            self.nursery.start_soon(overdue_after, self.ref, self._run_scope,
+                                    self._ctx.settings.pause_grace_s)
 
     async def _persist(self, job: Job, events: tuple[Event, ...],
                        lines: tuple[LogLine | MetricsPoint, ...],
@@ -300,9 +346,10 @@ class JobActor(Actor[JobMessage]):
                                              send, self._on_queue_position))
                 grant = await receive.receive()
                 job = self.job
-                if job.status is JobStatus.CANCELLING or job.stop_reason is not None:
+                if (job.status in (JobStatus.CANCELLING, JobStatus.PAUSED)
+                        or job.stop_reason is not None or job.pause_requested):
                     return await self._end_run(None)  # stopped while it waited
-                if job.attempt == 0 and (detail := await self._cannot_afford(job)):
+                if job.attempt == 0 and (detail := await cannot_afford(self._ctx, job)):
                     await self.ref.tell(_CannotAfford(detail))
                     return await self._end_run(None)
                 process = await self._launch(job, grant, cause)
@@ -328,11 +375,12 @@ class JobActor(Actor[JobMessage]):
             return None
         command, attempt_dir = prepared.command, prepared.run_dir
         digest, resume = prepared.config_hash, prepared.resume_step
+        self._run_dir = attempt_dir
         await self.ref.tell(_RunStarting(digest, resume, cause, grant))
         process = rt.executor.trainer(launch(job, grant.placement, command, attempt_dir,
                                              rt.trainer_user, rt.settings.hf_token))
         async with trio.open_nursery() as run:
-            run.start_soon(self._watch_limits, job.ran_s)
+            run.start_soon(watch_limits, self.ref, rt.settings, job)
             try:
                 await process.run(self._line)
             except OSError as exc:  # the command is missing or not executable
@@ -344,25 +392,8 @@ class JobActor(Actor[JobMessage]):
         return process
 
     async def _end_run(self, process: TrainerRun | None) -> None:
-        self._run_scope = None
+        self._run_scope = self._run_dir = None
         await self.ref.tell(_TrainerEnded.of(process.end if process else None))
-
-    async def _watch_limits(self, ran_s: float) -> None:
-        """Tell the job when it has run too long: the budget, then the time limit."""
-        settings = self._ctx.settings
-        budget_s = max(settings.budget_factor * self.job.estimate.high_s, settings.budget_min_s)
-        limits = sorted([(budget_s - ran_s, "budget"), (settings.time_limit_s - ran_s,
-                                                         "time_limit")])
-        await trio.sleep(max(0.0, limits[0][0]))
-        await self.ref.tell(_LimitReached(limits[0][1]))  # type: ignore[arg-type]
-
-    async def _cannot_afford(self, job: Job) -> str | None:
-        balance, billing_limit = await self._ctx.balance(job.account_id)
-        low = job.price_estimate[0]
-        if balance + billing_limit >= low:
-            return None
-        return (f"the job costs at least {format_money(low)}; the balance is "
-                f"{format_money(balance)} with a billing limit of {format_money(billing_limit)}")
 
     async def _line(self, text: str) -> None:
         await self.ref.tell(_TrainerLine(text))

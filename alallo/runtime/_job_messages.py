@@ -1,8 +1,9 @@
 """The mailbox of a job's actor: every message it takes (:class:`JobMessage`).
 
-Two come from outside: :class:`CancelJob` (a user's cancel, on the control lane, so it
-overtakes a backlog of progress lines) and :class:`RescheduleJob` (capacity: the node drains
-or was lost). The others the actor sends itself from its run's tasks (the scheduler's answer,
+Four come from outside: :class:`CancelJob` (a user's cancel, on the control lane, so it
+overtakes a backlog of progress lines), :class:`PauseJob` and :class:`ResumeJob` (a user's
+pause and resume, on the control lane too) and :class:`RescheduleJob` (capacity: the node
+drains or was lost). The others the actor sends itself from its run's tasks (the scheduler's answer,
 the trainer's lines and exit, a limit reached), so that every change of the job goes through
 the mailbox, one at a time (:mod:`alallo.runtime._job_actor`).
 """
@@ -10,17 +11,39 @@ the mailbox, one at a time (:mod:`alallo.runtime._job_actor`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..capacity import Grant
 from ..executors import RunEnd
 
-__all__ = ["CancelJob", "JobMessage", "RescheduleJob"]
+if TYPE_CHECKING:
+    import trio
+
+__all__ = ["CancelJob", "JobMessage", "PauseJob", "RescheduleJob", "ResumeJob"]
 
 
 @dataclass(frozen=True)
 class CancelJob:
     """Stop the job for the user; the reply is the job after the request."""
+
+
+@dataclass(frozen=True)
+class PauseJob:
+    """Pause the job for the user (its trainer saves a checkpoint and stops); the reply is
+    the job after the request: ``paused``, or ``running`` with ``Pausing: ...``."""
+
+
+@dataclass(frozen=True)
+class ResumeJob:
+    """Queue a paused job again; the reply is the job after the request (``queued``)."""
+
+
+@dataclass(frozen=True)
+class _PauseOverdue:
+    """The trainer has not stopped within the pause's grace period: stop it."""
+
+    run: trio.CancelScope | None
+    """The run it was asked of (its cancel scope: a later run is not stopped)."""
 
 
 @dataclass(frozen=True)
@@ -76,5 +99,6 @@ class _LimitReached:
     limit: Literal["budget", "time_limit"]
 
 
-JobMessage = (CancelJob | RescheduleJob | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
+JobMessage = (CancelJob | PauseJob | ResumeJob | _PauseOverdue | RescheduleJob
+              | _Waiting | _NotAvailable | _RunStarting | _CannotAfford
               | _TrainerLine | _TrainerEnded | _LimitReached)

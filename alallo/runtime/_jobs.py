@@ -1,19 +1,21 @@
 """A job as the API asks for it: created, read (from memory while this process owns it),
-listed, its events and training log, and cancelled, here or in the process that owns it
+listed, its events and training log, paused and resumed, and cancelled, here or (cancel) in
+the process that owns it
 (:meth:`alallo.Runtime.create_job`, :meth:`~alallo.Runtime.get_job` and their siblings)."""
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
 import trio
 
 from actors import ActorRef, ActorStopped
 
-from .._errors import NotFound, shown
+from .._errors import InvalidTransition, NotFound, shown
 from .._ids import new_id
 from .._status import JobStatus
 from ..cluster import Cluster
@@ -30,15 +32,22 @@ from ..jobs import (
 from ..store import JobCheckpoints, Store, read_item
 from ._bus import EventBus, Lagged
 from ._job_cache import LiveJobs
-from ._job_messages import CancelJob, JobMessage
+from ._job_messages import CancelJob, JobMessage, PauseJob, ResumeJob
 from ._planning import NO_PLAN, Planning
 from ._results import metrics_series
 from ._starter import Starter
+from ._wandb_keys import with_wandb_key
 
-__all__ = ["CANCEL_TIMEOUT_S", "Jobs"]
+__all__ = ["CANCEL_TIMEOUT_S", "SEED_LIMIT", "Jobs"]
 
 CANCEL_TIMEOUT_S = 30.0
 """How long a cancel request waits for the job's actor to take it."""
+PAUSE_WAIT_S = 30.0
+"""How long a pause request waits for a running job's trainer to save its checkpoint and stop
+(it answers the job ``running``, ``Pausing: ...``, when that takes longer)."""
+SEED_LIMIT = 2**31
+"""A job created without a ``seed`` gets one drawn below this (OpenAI's range: a signed
+32-bit integer, as ``JobSpec.seed`` takes)."""
 
 
 class Jobs:
@@ -77,9 +86,15 @@ class Jobs:
         (docs/api.md, "Errors").
 
         Raises:
-            InvalidRequest: an unknown model, training or validation file; too many steps.
+            InvalidRequest: an unknown model, training or validation file; too many steps;
+                a W&B integration without a key, from an account that stored none.
         """
-        spec, options, max_steps, start, notes = await self._planning.plan(account_id, spec)
+        spec = await with_wandb_key(self._store, account_id, spec)  # OpenAI's W&B form
+        planned = await self._planning.plan(account_id, spec)
+        spec, options, max_steps, start = (planned.spec, planned.options, planned.max_steps,
+                                           planned.start)
+        if spec.seed is None:  # drawn once, stored with the spec: every run trains with it
+            spec = spec.model_copy(update={"seed": secrets.randbelow(SEED_LIMIT)})
         plan = options.pick(spec.goal) if options.options else NO_PLAN
         wait_s = await self._planning.wait_s(plan) if options.options else 0.0
         now = time.time()
@@ -88,11 +103,11 @@ class Jobs:
             max_steps=max_steps, progress=Progress(max_steps=max_steps), plan=plan,
             options=options.options, verdict=options.verdict,
             estimate=estimate_time(plan, wait_s=wait_s), price_estimate=estimate_price(plan),
-            created_at=int(now), init_from=start,
+            created_at=int(now), init_from=start, steps_per_epoch=planned.steps_per_epoch,
             model_revision=(start.base_revision if start
                             else self._planning.model(spec.model).revision),
         )
-        transition = lifecycle.apply(job, lifecycle.Created(now=now, warnings=notes))
+        transition = lifecycle.apply(job, lifecycle.Created(now=now, warnings=planned.notes))
         job = transition.job
         await self._store.save_job(job, transition.events, insert=True,
                                    owner=self._cluster.node_id)
@@ -128,10 +143,13 @@ class Jobs:
             raise NotFound(f"no job {shown(job_id)}", param="job_id")
         return job
 
-    async def list_jobs(self, account_id: str, *, limit: int = 20,
-                        after: str | None = None) -> tuple[list[Job], bool]:
-        """The account's jobs, newest first, and whether more follow."""
-        return await self._store.list_jobs(account_id, limit=limit, after=after)
+    async def list_jobs(self, account_id: str, *, limit: int = 20, after: str | None = None,
+                        metadata: Mapping[str, str] | None = None) -> tuple[list[Job], bool]:
+        """The account's jobs, newest first, and whether more follow; with ``metadata``, only
+        those whose metadata holds each of its pairs (:data:`alallo.store.NULL_METADATA`:
+        those without metadata; :meth:`Store.list_jobs`)."""
+        return await self._store.list_jobs(account_id, limit=limit, after=after,
+                                           metadata=metadata)
 
     async def cancel_job(self, account_id: str, job_id: str) -> Job:
         """Ask a job to stop; returns it ``cancelling`` (or already ``cancelled``).
@@ -155,6 +173,58 @@ class Jobs:
                 return await self._cancel_elsewhere(account_id, job_id)
             job = await self.get_job(account_id, job_id)
         lifecycle.apply(job, lifecycle.CancelRequested(now=time.time()))  # refuses a final job
+        return job
+
+    async def pause_job(self, account_id: str, job_id: str) -> Job:
+        """Pause a job: a queued one at once, a running one once its trainer has saved a
+        checkpoint at its current step and stopped (waited for up to :data:`PAUSE_WAIT_S`);
+        it frees its capacity and costs nothing until resumed. Idempotent.
+
+        Returns:
+            The job ``paused`` (message ``Paused at step N. Resume it ...``), or ``running``
+            with ``Pausing: saving a checkpoint`` when the trainer takes longer; or the state
+            a race ended it in (``succeeded`` when it finished first).
+
+        Raises:
+            NotFound: no such job in the account.
+            InvalidTransition: the job has finished or is being cancelled (409).
+        """
+        with self._bus.subscribe(job_id=job_id) as subscription:
+            job = await self._ask(account_id, job_id, PauseJob(), lifecycle.PauseRequested)
+            with trio.move_on_after(PAUSE_WAIT_S):
+                while job.pause_requested:
+                    with contextlib.suppress(Lagged):
+                        await subscription.receive_batch()
+                    job = await self.get_job(account_id, job_id)
+        return job
+
+    async def resume_job(self, account_id: str, job_id: str) -> Job:
+        """Queue a paused job again; it continues from the checkpoint it was paused at.
+
+        Raises:
+            NotFound: no such job in the account.
+            InvalidTransition: the job is not paused (409): live, pausing still, or finished.
+        """
+        return await self._ask(account_id, job_id, ResumeJob(), lifecycle.ResumeRequested)
+
+    async def _ask(self, account_id: str, job_id: str, message: PauseJob | ResumeJob,
+                   refusal: type[lifecycle.PauseRequested | lifecycle.ResumeRequested]) -> Job:
+        """Ask the job's actor to pause or resume it; the job after the request."""
+        job = await self.get_job(account_id, job_id)
+        if not job.status.is_final:
+            await self._starter.wait_started(job_id)
+            ref = self._actor(job_id)
+            if ref is not None:
+                try:
+                    return cast(Job, await ref.ask(message, timeout=CANCEL_TIMEOUT_S))
+                except ActorStopped:
+                    pass  # the job ended meanwhile: answer from what the store says
+            elif not self._cluster.owns(job_id):
+                verb = "pause" if isinstance(message, PauseJob) else "resume"
+                raise InvalidTransition(f"cannot {verb} {shown(job_id)} here: another server "
+                                        "process runs it; ask that one (its address serves it)")
+            job = await self.get_job(account_id, job_id)
+        lifecycle.apply(job, refusal(now=time.time()))  # refuses a final job
         return job
 
     async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -25,11 +24,16 @@ from ..executors import Launch, TrainerUser
 from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
 from ..trainers import TrainerConfig, WandbConfig
+from ..trainers._pause import PAUSE_FILE, PAUSE_FILE_ENV
 
-__all__ = ["COMMANDS_NOT_ALLOWED", "FAILURE_SWITCH_NOT_ALLOWED", "MODEL_PATHS_NOT_ALLOWED",
-           "command_refusal", "failure_switch_refusal", "launch", "model_refusal",
-           "prune_checkpoints", "trainer_command", "trainer_config", "trainer_env",
+__all__ = ["COMMANDS_NOT_ALLOWED", "FAILURE_SWITCH_NOT_ALLOWED", "KEPT_CHECKPOINTS",
+           "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "failure_switch_refusal", "launch",
+           "model_refusal", "prune_checkpoints", "trainer_command", "trainer_config", "trainer_env",
            "users_own_command"]
+
+KEPT_CHECKPOINTS = 3
+"""A job's newest checkpoints the server keeps (OpenAI keeps the last 3): each is a checkpoint
+model (:mod:`alallo.runtime._checkpoint_models`); older ones are deleted."""
 
 COMMANDS_NOT_ALLOWED = (
     "this account may not run a command of its own on the server: the operator registers "
@@ -125,8 +129,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
     wandb = None
     if spec.integrations:
         w = spec.integrations[0].wandb
-        wandb = WandbConfig(project=w.project, api_key=w.api_key, name=w.name or job.id,
-                            entity=w.entity, mode=settings.wandb_mode,
+        wandb = WandbConfig(project=w.project, api_key=w.api_key or "", name=w.name or job.id,
+                            entity=w.entity, tags=w.tags, mode=settings.wandb_mode,
                             base_url=settings.wandb_base_url, dir=str(workdir / "wandb"))
     simulated = trainer if isinstance(trainer, SimulatedTrainer) else None
     if simulated is None and grant.placement.simulated:
@@ -148,7 +152,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         early_stopping_min_delta=spec.early_stopping.min_delta if spec.early_stopping else 0.0,
         output_dir=str(workdir / "model"),
         checkpoint_dir=str(run_dir / "checkpoints"),
-        keep_checkpoints=None if fenced else 2,
+        keep_checkpoints=None if fenced else KEPT_CHECKPOINTS,
         resume_from=resume_from,
         adapter=spec.adapter,
         precision=spec.precision,
@@ -190,17 +194,20 @@ def _pinned(catalogue: Catalogue, name: str, revision: str | None) -> CatalogueM
                               on_hub=True)
 
 
-def prune_checkpoints(workdir: Path, keep: Collection[str | None]) -> None:
-    """Delete the job's checkpoints (of every run) older than those in ``keep``: the newest
-    two recorded, one of which the job resumes from. Newer ones are left alone: the trainer
-    may be writing one that it has not reported yet. Blocking (run it in a thread)."""
-    steps = [_step(Path(path)) for path in keep if path]
-    oldest = min((s for s in steps if s is not None), default=None)
-    if oldest is None:
+def prune_checkpoints(workdir: Path, newest: str) -> None:
+    """Delete the job's checkpoints (of every run) but the :data:`KEPT_CHECKPOINTS` newest up
+    to ``newest``, the one just recorded (which the job resumes from). Newer ones are left
+    alone: the trainer may be writing one that it has not reported yet. Blocking (run it in
+    a thread)."""
+    top = _step(Path(newest))
+    if top is None:
         return
-    for path in workdir.glob("attempt-*/checkpoints/checkpoint-*"):
-        step = _step(path)
-        if step is not None and step < oldest and str(path) not in keep:
+    saved = sorted(((step, path) for path in workdir.glob("attempt-*/checkpoints/checkpoint-*")
+                    if (step := _step(path)) is not None and step <= top),
+                   key=lambda found: (found[0], str(found[1])), reverse=True)
+    kept = {str(path) for _, path in saved[:KEPT_CHECKPOINTS]} | {newest}
+    for _, path in saved:
+        if str(path) not in kept:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -241,8 +248,10 @@ def launch(job: Job, placement: Placement, command: list[str], run_dir: Path,
     new each time (``<job>-attempt-<n>-<6 hex>``): a start repeated after a crash of this
     server is another run, and fences the one before. The operator's Hugging Face token
     (``hf_token``) goes to the built-in trainer only, as ``HF_TOKEN``: never to a trainer
-    of the operator's registry or of the account's own (docs/security.md)."""
+    of the operator's registry or of the account's own (docs/security.md). Every trainer
+    gets ``ALALLO_PAUSE_FILE``, the pause file of its run (:mod:`alallo.trainers._pause`)."""
     env = trainer_env(run_dir, user, placement)
+    env[PAUSE_FILE_ENV] = str(run_dir / PAUSE_FILE)
     if hf_token is not None and job.spec.trainer == "trl":
         env["HF_TOKEN"] = hf_token.get_secret_value()
     return Launch(command, cwd=run_dir, output_log=run_dir / "trainer-output.log",

@@ -5,6 +5,7 @@ capacity report (:meth:`alallo.Runtime.estimate`, :meth:`alallo.Runtime.capacity
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple, cast
@@ -72,6 +73,8 @@ class Planned(NamedTuple):
     notes: tuple[str, ...] = ()
     """What a new job's data loses to the model's context (:class:`DataFit`): the estimate's
     ``warnings``, the job's ``WARNING`` events."""
+    steps_per_epoch: int = 1
+    """Steps one pass over the training file takes (its examples over the batch size)."""
 
 
 class Planning:
@@ -155,7 +158,8 @@ class Planning:
         Raises:
             InvalidRequest: an unknown model or training file, or too many steps.
         """
-        spec, options, _, _, notes = await self.plan(account_id, spec)
+        planned = await self.plan(account_id, spec)
+        spec, options, notes = planned.spec, planned.options, planned.notes
         balance, billing_limit = await self._store.balance(account_id)
         if not options.options:
             reason = (Message.CHOOSE_LOWER_PRECISION if options.verdict == "choose_lower_precision"
@@ -163,7 +167,7 @@ class Planning:
             return {"available": False, "reason": reason, "detail": options.detail,
                     "time": None, "price": None,
                     "capacity_free": False, "note": None, "plan": None,
-                    "allowed_to_proceed": False, "warnings": list(notes)}
+                    "allowed_to_proceed": False, "warnings": list(notes), "train_tokens": None}
         plan = options.pick(spec.goal)
         wait = await self.wait_s(plan)
         time_range = estimate_time(plan, wait_s=wait)
@@ -179,13 +183,15 @@ class Planning:
             "plan": plan_view(plan),
             "allowed_to_proceed": high <= balance + billing_limit,
             "warnings": list(notes),
+            "train_tokens": (None if plan.tokens_per_step is None
+                             else round(plan.max_steps * plan.tokens_per_step)),
         }
 
     async def replan(self, job: Job) -> PlanOptions:
         """A job's plans again, with its measured memory (after a re-scheduling)."""
-        _, options, _, _, _ = await self.plan(job.account_id, job.spec,
-                                              memory_factor=job.memory_factor, job=job)
-        return options
+        planned = await self.plan(job.account_id, job.spec,
+                                  memory_factor=job.memory_factor, job=job)
+        return planned.options
 
     async def plan(self, account_id: str, spec: JobSpec | Mapping[str, Any], *,
                    memory_factor: float = 1.0, job: Job | None = None) -> Planned:
@@ -203,18 +209,20 @@ class Planning:
         # The account's own rows first, the hub last: a model looked up on the hub is
         # remembered (and listed by GET /v1/models), so a refused spec must not get there.
         file = await self._store.get_file(account_id, spec.training_file)
-        if file is None:
+        if file is None or (job is None and file.expired(time.time())):  # kept for its jobs
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
         _suits_the_method(spec, file, "training_file")
         validation = None
         if spec.validation_file:
             validation = await self._store.get_file(account_id, spec.validation_file)
-            if validation is None:
+            if validation is None or (job is None and validation.expired(time.time())):
                 raise InvalidRequest(f"no validation file {spec.validation_file!r}",
                                      param="validation_file")
             _suits_the_method(spec, validation, "validation_file")
-        max_steps = self._max_steps(spec, file.line_count)
+        per_epoch = max(1, math.ceil(file.line_count
+                                     / (spec.hyperparameters.batch_size or DEFAULT_STEPS_BATCH)))
+        max_steps = self._max_steps(spec, per_epoch)
         start = job.init_from if job is not None else await starting_weights(
             account_id, spec, find_model=self._find_model, get_job=self._get_job)
         model = await self.find_model(start.base_model if start else spec.model)
@@ -239,7 +247,7 @@ class Planning:
                                       "This server does not have the model's weights")
             else:
                 options = PlanOptions(kept, options.verdict, options.detail)
-        return Planned(spec, options, max_steps, start, notes)
+        return Planned(spec, options, max_steps, start, notes, per_epoch)
 
     async def _data_notes(self, account_id: str, spec: JobSpec, model: CatalogueModel,
                           file: FileRow, validation: FileRow | None) -> tuple[str, ...]:
@@ -294,12 +302,11 @@ class Planning:
                     "queue": [job_id for job_id in queue if job_id in own]}
         return {"nodes": nodes, "queue_length": len(queue), "queue": queue}
 
-    def _max_steps(self, spec: JobSpec, line_count: int) -> int:
+    def _max_steps(self, spec: JobSpec, per_epoch: int) -> int:
         hp = spec.hyperparameters
         if hp.max_steps is not None:
             steps = hp.max_steps
         else:
-            per_epoch = math.ceil(line_count / (hp.batch_size or DEFAULT_STEPS_BATCH))
             steps = (hp.n_epochs or 3) * per_epoch
         limit = self._settings.max_steps_limit
         if steps > limit:

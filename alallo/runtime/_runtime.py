@@ -112,7 +112,7 @@ class Runtime:
         self.models = FineTunedModels(self.store, self.settings, self.get_job)  # trained models
         self.planning = Planning(self.settings, self.store, self.catalogue, self.pool,
                                  self.files, lambda: self.scheduler,
-                                 find_model=self.models.find, get_job=self.get_job)
+                                 find_model=self.models.usable, get_job=self.get_job)
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
@@ -186,6 +186,7 @@ class Runtime:
         # background; the runtime serves at once.
         await self.relocation.recover()
         await self._stack.enter_async_context(self.relocation.services())
+        await self._stack.enter_async_context(self.files.expiry.running())  # expires_after
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -339,10 +340,10 @@ class Runtime:
         """One of the account's jobs (:meth:`Jobs.get_job`). Raises :class:`NotFound`."""
         return await self.jobs.get_job(account_id, job_id)
 
-    async def list_jobs(self, account_id: str, *, limit: int = 20,
-                        after: str | None = None) -> tuple[list[Job], bool]:
-        """The account's jobs, newest first, and whether more follow."""
-        return await self.jobs.list_jobs(account_id, limit=limit, after=after)
+    async def list_jobs(self, account_id: str, *, limit: int = 20, after: str | None = None,
+                        metadata: Mapping[str, str] | None = None) -> tuple[list[Job], bool]:
+        """The account's jobs, newest first (those with ``metadata``), and whether more follow."""
+        return await self.jobs.list_jobs(account_id, limit=limit, after=after, metadata=metadata)
 
     async def cancel_job(self, account_id: str, job_id: str) -> Job:
         """Ask a job to stop; returns it ``cancelling`` (or already ``cancelled``).

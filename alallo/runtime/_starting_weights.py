@@ -1,14 +1,15 @@
 """Continued training: the weights a new job starts from, when not its base model's own.
 
-A job may name a fine-tuned model of the account as its ``model`` (``ft:…``): a LoRA job
-then trains that adapter further, a full fine-tune starts from its weights (an adapter is
-merged into its base first). Or it names ``from_checkpoint``: a checkpoint of one of the
+A job may name a fine-tuned model of the account as its ``model`` (``ft:…``), or a
+checkpoint model (``ft:…:ckpt-step-N``) of its own or shared with it: a LoRA job then trains
+that adapter further, a full fine-tune starts from its weights (an adapter is merged into
+its base first). Or it names ``from_checkpoint``: a checkpoint of one of the
 account's jobs, by its id (``ftckpt-<job hex>-<step>``) or as ``ft-…:STEP`` (Together's
 form), with ``model`` that job's base model or its model id. Either way the job plans,
 prices and loads the base model under them, pinned to the revision that job trained.
 
 Another account's model or checkpoint is refused in the very words of one that does not
-exist; so is a checkpoint the server no longer keeps (a job keeps its newest two).
+exist; so is a checkpoint the server no longer keeps (a job keeps its newest three).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import trio
 from .._errors import InvalidRequest, NotFound
 from ..jobs import Job, JobSpec, StartingWeights
 from ._checkpoint_list import CHECKPOINT_ID_PREFIX, checkpoint_dir
-from ._fine_tuned import job_id_of, model_id
+from ._model_ids import model_id, parse_model_id
 
 __all__ = ["GetJob", "starting_weights"]
 
@@ -38,7 +39,8 @@ async def starting_weights(account_id: str, spec: JobSpec, *, find_model: GetJob
     """Where ``spec`` starts from, or None for its base model's own weights.
 
     Args:
-        find_model: the account's succeeded job whose model an ``ft:…`` id is (raises
+        find_model: the job whose model (or checkpoint model) an ``ft:…`` id is, as the
+            account may train from it (:meth:`FineTunedModels.usable`; raises
             :class:`NotFound`).
         get_job: the account's job by id (raises :class:`NotFound`).
 
@@ -48,13 +50,19 @@ async def starting_weights(account_id: str, spec: JobSpec, *, find_model: GetJob
     """
     if spec.from_checkpoint is not None:
         return await _from_checkpoint(account_id, spec, spec.from_checkpoint, get_job)
-    if job_id_of(spec.model) is None:
+    ref = parse_model_id(spec.model)
+    if ref is None:
         return None
+    missing = InvalidRequest(f"no model {spec.model!r}", param="model")
     try:
         source = await find_model(account_id, spec.model)
     except NotFound:
-        raise InvalidRequest(f"no model {spec.model!r}", param="model") from None
-    path = Path(source.fine_tuned_model or "")
+        raise missing from None
+    found = (Path(source.fine_tuned_model or "") if ref.step is None
+             else await trio.to_thread.run_sync(checkpoint_dir, source, ref.step))
+    if found is None:  # pruned since
+        raise missing
+    path = found
     return StartingWeights(source=spec.model, base_model=source.base_model,
                            base_revision=source.model_revision, path=str(path),
                            kind=await _kind(path))
@@ -68,7 +76,7 @@ async def _from_checkpoint(account_id: str, spec: JobSpec, name: str,
                              f"or ft-…:STEP, got {name!r}", param="from_checkpoint")
     job_id = "ft-" + (found["hex"] or found["job"])
     step = int(found["step"] or found["at"])
-    missing = InvalidRequest(f"no checkpoint {name!r} (a job keeps its newest two)",
+    missing = InvalidRequest(f"no checkpoint {name!r} (a job keeps its newest three)",
                              param="from_checkpoint")
     try:
         source = await get_job(account_id, job_id)

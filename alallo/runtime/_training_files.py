@@ -1,5 +1,5 @@
-"""Training files: checked, stored (here and at the storage URL), read and deleted for an
-account, and found again by the job actors that train on them
+"""Training files: checked, stored (here and at the storage URL), read, listed, deleted and
+expired for an account, and found again by the job actors that train on them
 (:meth:`alallo.Runtime.upload_file` and its siblings)."""
 
 from __future__ import annotations
@@ -18,17 +18,22 @@ from ..cluster import FileStorage
 from ..jobs import check_jsonl
 from ..settings import Settings
 from ..store import FileRow, Store
+from ._file_expiry import FileExpiry
 
 log = structlog.get_logger("alallo.files")
 
-__all__ = ["TrainingFiles"]
+__all__ = ["MAX_FILE_EXPIRY_S", "TrainingFiles"]
+
+MAX_FILE_EXPIRY_S = 2_592_000
+"""The longest ``expires_after.seconds`` (30 days, OpenAI's bound); the shortest is
+``Settings.min_file_expiry_s`` (OpenAI's 3600)."""
 
 
 class TrainingFiles:
     """The files of every account, and the rows of those that jobs use, kept in memory.
 
     Args:
-        settings: ``max_upload_bytes``.
+        settings: ``max_upload_bytes``, the bounds of expiry and how often it is swept.
         store: the ``files`` rows.
         storage: where the bytes live (:mod:`alallo.cluster._file_storage`).
     """
@@ -38,13 +43,18 @@ class TrainingFiles:
         self._store = store
         self._storage = storage
         self._known: dict[str, FileRow] = {}
+        self.expiry = FileExpiry(store, self.remove, settings.file_expiry_sweep_s)
+        """The sweep of expired files (:mod:`alallo.runtime._file_expiry`); the runtime
+        runs it."""
 
     async def upload(self, account_id: str, filename: str, data: bytes,
-                     *, purpose: str = "fine-tune") -> FileRow:
-        """Check and store a JSONL training file.
+                     *, purpose: str = "fine-tune", expires_after_s: int | None = None) -> FileRow:
+        """Check and store a JSONL training file; with ``expires_after_s``, one that expires
+        that many seconds after its creation (OpenAI's ``expires_after``).
 
         Raises:
-            InvalidRequest: a purpose other than ``fine-tune``, or a file too large.
+            InvalidRequest: a purpose other than ``fine-tune``, a file too large, an expiry
+                out of bounds (``param="expires_after"``).
             InvalidFile: a bad line (the message names it); nothing is stored.
             OSError: the storage refused the bytes; nothing is recorded.
             StoreUnavailable: the store failed to record the file; its bytes are removed
@@ -57,6 +67,11 @@ class TrainingFiles:
         if len(data) > limit:
             raise InvalidRequest(f"the file is {len(data)} bytes; the limit is {limit}",
                                  param="file")
+        shortest = self._settings.min_file_expiry_s
+        if expires_after_s is not None and not shortest <= expires_after_s <= MAX_FILE_EXPIRY_S:
+            raise InvalidRequest(f"expires_after.seconds must be between {shortest} and "
+                                 f"{MAX_FILE_EXPIRY_S} (30 days), got {expires_after_s}",
+                                 param="expires_after")
         checked = await trio.to_thread.run_sync(check_jsonl, data)
         file_id = new_id("file-")
         path = self._storage.local_path(file_id)
@@ -66,11 +81,13 @@ class TrainingFiles:
         except BaseException:
             await trio.Path(path).unlink(missing_ok=True)
             raise
+        created = int(time.time())
         row = FileRow(
             id=file_id, account_id=account_id, filename=filename or "upload.jsonl",
-            bytes=len(data), purpose=purpose, created_at=int(time.time()),
+            bytes=len(data), purpose=purpose, created_at=created,
             line_count=checked.line_count, format=checked.format,
             sha256=hashlib.sha256(data).hexdigest(), path=str(path),
+            expires_at=None if expires_after_s is None else created + expires_after_s,
         )
         try:
             await self._store.insert_file(row)
@@ -113,15 +130,18 @@ class TrainingFiles:
         return row
 
     async def get(self, account_id: str, file_id: str) -> FileRow:
-        """One of the account's files. Raises :class:`NotFound`."""
+        """One of the account's files, not expired. Raises :class:`NotFound`."""
         row = await self._store.get_file(account_id, file_id)
-        if row is None:
+        if row is None or row.expired(time.time()):
             raise NotFound(f"no file {shown(file_id)}", param="file_id")
         return row
 
-    async def of_account(self, account_id: str) -> list[FileRow]:
-        """The account's files, newest first."""
-        return await self._store.list_files(account_id)
+    async def of_account(self, account_id: str, *, purpose: str | None = None,
+                         ascending: bool = False) -> list[FileRow]:
+        """The account's files not expired, newest first (``ascending``: oldest first);
+        only those of ``purpose`` when given."""
+        return await self._store.list_files(account_id, purpose=purpose, ascending=ascending,
+                                            now=time.time())
 
     async def content(self, account_id: str, file_id: str) -> bytes:
         """The bytes of one of the account's files. Raises :class:`NotFound`."""
@@ -131,11 +151,18 @@ class TrainingFiles:
     async def delete(self, account_id: str, file_id: str) -> None:
         """Delete a file. Raises :class:`NotFound`, or :class:`Conflict` while a live job uses it."""
         row = await self.get(account_id, file_id)
-        if not await self._store.delete_file(account_id, file_id):
+        if not await self.remove(row):
             raise Conflict(f"file {file_id} is used by a job that has not finished",
                            param="file_id")
-        self._known.pop(file_id, None)
+
+    async def remove(self, row: FileRow) -> bool:
+        """Delete a file's row and bytes unless a live job uses it; True when it did
+        (also when it was gone already)."""
+        if not await self._store.delete_file(row.account_id, row.id):
+            return False
+        self._known.pop(row.id, None)
         await self._storage.delete(row)
+        return True
 
     def remember(self, row: FileRow) -> None:
         """Keep a row a job will train on (read while planning it)."""

@@ -11,13 +11,17 @@ dicts), ready for ``json.dumps``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from .. import api
+from .._status import JobStatus
 from .._trainer_registry import TrainerInfo
 from ..capacity import CatalogueModel, Placement, Pool
 from ..jobs import (
+    DEFAULT_BATCH_SIZE,
+    DPO_BETA,
     PRICE_DIGITS,
     Event,
     Job,
@@ -29,7 +33,7 @@ from ..jobs import (
 )
 from ..store import FileRow
 from ._checkpoint_list import CHECKPOINT_FIGURES, JobCheckpoint
-from ._fine_tuned import model_id
+from ._model_ids import model_id
 
 __all__ = [
     "CURRENCY",
@@ -41,11 +45,14 @@ __all__ = [
     "job_clock_view",
     "job_view",
     "log_line_view",
+    "method_view",
     "metrics_row_view",
     "metrics_view",
     "model_view",
     "nodes_view",
     "page",
+    "permission_list_view",
+    "permission_view",
     "placement_view",
     "plan_view",
     "time_range_view",
@@ -93,6 +100,8 @@ def job_clock_view(job: Job, *, now: float) -> dict[str, Any]:
     left = time_left(job, now=now)
     if left is None:
         return {"time_left": None, "estimated_finish": None}
+    if job.status is JobStatus.PAUSED:  # the training time it still needs; no finish while paused
+        return {"time_left": time_range_view(left), "estimated_finish": None}
     return {"time_left": time_range_view(left), "estimated_finish": int(now + left.high_s)}
 
 
@@ -104,12 +113,14 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
     return {
         "id": job.id,
         "object": "fine_tuning.job",
+        "organization_id": job.account_id,
         "name": spec.name,
         "model": spec.model,
         "training_file": spec.training_file,
         "validation_file": spec.validation_file,
         "suffix": spec.suffix,
-        "method": spec.method,
+        "user_provided_suffix": spec.suffix,
+        "method": method_view(job),
         "adapter": spec.adapter,
         "precision": spec.precision,
         "goal": spec.goal,
@@ -148,30 +159,52 @@ def job_view(job: Job, *, now: float) -> api.FineTuningJob:
         "fine_tuned_model_path": job.fine_tuned_model,
         "model_revision": job.model_revision,
         "result_files": list(job.result_files),
+        "trained_tokens": job.trained_tokens,
         "early_stopping": spec.early_stopping.model_dump() if spec.early_stopping else None,
         "error": ({"code": job.error.code, "message": job.error.message,
                    "param": job.error.param} if job.error else None),
         "seq": job.state_seq,
         "integrations": [i.model_dump(exclude={"wandb": {"api_key"}})
                          for i in spec.integrations],
-        "seed": spec.seed,
+        "seed": spec.seed if spec.seed is not None else 0,  # 0: what ran before seeds were drawn
         "metadata": spec.metadata,
     }
 
 
+def method_view(job: Job) -> api.JobMethod:
+    """A job's ``method`` as OpenAI's object, ``{"type": KIND, KIND: {"hyperparameters":
+    {...}}}``, with OpenAI's hyperparameters of that kind as they ran: ``n_epochs``,
+    ``batch_size``, ``learning_rate_multiplier`` (and DPO's ``beta``), never ``"auto"`` or
+    None. Sent back as a new job's ``method``, it asks for the same training."""
+    hyperparameters: api.MethodHyperparameters = {
+        "n_epochs": job.n_epochs,
+        "batch_size": job.spec.hyperparameters.batch_size or DEFAULT_BATCH_SIZE,
+        "learning_rate_multiplier": job.learning_rate_multiplier,
+    }
+    if job.spec.method == "dpo":
+        hyperparameters["beta"] = job.spec.hyperparameters.beta or DPO_BETA
+        return {"type": "dpo", "dpo": {"hyperparameters": hyperparameters}}
+    return {"type": "supervised", "supervised": {"hyperparameters": hyperparameters}}
+
+
 def event_view(event: Event, job_id: str) -> api.JobEvent:
-    """One entry of a job's events list; its ``id`` is ``<job id>-event-<seq>``."""
+    """One entry of a job's events list as OpenAI's ``fine_tuning.job.event`` of ``type``
+    ``message`` (``level`` ``info``, ``warn`` or ``error``); its ``id`` is
+    ``<job id>-event-<seq>``. alallo's own fields: ``alallo_type`` (the seed's kind,
+    ``JOB_START`` ...), ``seq``, ``hash``, ``step``. Metrics events:
+    :func:`alallo.runtime._event_list.metrics_event_view`."""
     return {
         "id": f"{job_id}-event-{event.seq}",
         "object": "fine_tuning.job.event",
-        "seq": event.seq,
         "created_at": event.created_at,
-        "level": event.level.value,
-        "type": event.type.value,
+        "level": "warn" if event.level.value == "warning" else event.level.value,  # OpenAI's word
+        "type": "message",
         "message": event.message,
+        "data": event.data,
+        "alallo_type": event.type.value,
+        "seq": event.seq,
         "hash": event.hash,
         "step": event.step,
-        "data": event.data,
     }
 
 
@@ -200,12 +233,29 @@ def checkpoint_view(checkpoint: JobCheckpoint) -> api.Checkpoint:
         "id": checkpoint.id,
         "object": "fine_tuning.job.checkpoint",
         "created_at": checkpoint.created_at,
-        "fine_tuned_model_checkpoint": checkpoint.path,
+        "fine_tuned_model_checkpoint": checkpoint.model,
         "fine_tuning_job_id": checkpoint.job_id,
         "step_number": checkpoint.step,
         "metrics": {"step": checkpoint.step, "train_loss": checkpoint.train_loss,
                     **{name: checkpoint.figures.get(name) for name in CHECKPOINT_FIGURES}},  # type: ignore[typeddict-item]
     }
+
+
+def permission_view(row: dict[str, Any]) -> api.CheckpointPermission:
+    """A checkpoint model shared with an account (:class:`~alallo.store.Store`'s permission
+    row), as OpenAI's ``checkpoint.permission``: never the owner, job or step."""
+    return {"id": str(row["id"]), "object": "checkpoint.permission",
+            "created_at": int(row["created_at"]), "project_id": str(row["project_id"])}
+
+
+def permission_list_view(rows: Sequence[dict[str, Any]],
+                         has_more: bool) -> api.CheckpointPermissionList:
+    """A page of permissions, OpenAI's list shape (``first_id``, ``last_id``: null when
+    empty)."""
+    data = [permission_view(row) for row in rows]
+    return {"object": "list", "data": data, "has_more": has_more,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None}
 
 
 def account_view(row: dict[str, Any]) -> api.Account:
@@ -231,7 +281,7 @@ def file_view(row: FileRow) -> api.FileObject:
         "id": row.id, "object": "file", "filename": row.filename, "bytes": row.bytes,
         "purpose": row.purpose, "created_at": row.created_at, "line_count": row.line_count,
         "format": row.format,  # type: ignore[typeddict-item]  # one of api.FileObject's three
-        "status": "processed", "status_details": None,
+        "status": "processed", "status_details": None, "expires_at": row.expires_at,
     }
 
 
@@ -243,6 +293,7 @@ def model_view(model: CatalogueModel) -> api.Model:
     return {
         "id": model.id,
         "object": "model",
+        "created": _written_at(model.local_path),
         "owned_by": owner,
         "revision": model.revision,
         "parameters": model.parameters,
@@ -253,17 +304,29 @@ def model_view(model: CatalogueModel) -> api.Model:
     }
 
 
-def fine_tuned_model_view(job: Job, base: CatalogueModel | None) -> api.Model:
+def fine_tuned_model_view(job: Job, base: CatalogueModel | None, *, checkpoint: str | None = None,
+                          path: str | None = None) -> api.Model:
     """An account's fine-tuned model, as ``GET /v1/models`` lists it (``owned_by``: the
     account; its size is its base's, and a job may train it further where its base can
-    be trained)."""
+    be trained); or, given ``checkpoint`` (its id) and ``path``, one of the job's checkpoint
+    models, ``created`` when its files were written."""
+    created = _written_at(path) if checkpoint else job.finished_at or job.created_at
     return {
-        "id": model_id(job), "object": "model", "owned_by": job.account_id, "revision": None,
+        "id": checkpoint or model_id(job), "object": "model", "created": created,
+        "owned_by": job.account_id, "revision": None,
         "parameters": base.parameters if base else 0,
         "context_length": base.context_length if base else 0,
         "adapters": [job.spec.adapter], "precisions": [job.spec.precision],
         "runnable_here": base.runnable_here if base else False,
     }
+
+
+def _written_at(path: str | os.PathLike[str] | None) -> int:
+    """When the files at ``path`` were written (Unix s; a ``stat``, no reading); 0 if none."""
+    try:
+        return int(os.stat(path).st_mtime) if path else 0
+    except OSError:
+        return 0
 
 
 def trainer_view(trainer: TrainerInfo) -> api.Trainer:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._errors import NotFound
-from ._schema import accounts, api_keys, ledger
+from ._schema import account_secrets, accounts, api_keys, ledger
 
 if TYPE_CHECKING:
     from ._group_commit import GroupCommit
@@ -205,3 +205,29 @@ class AccountRows:
             if not done.rowcount:
                 raise NotFound(f"no account {account_id!r}", param="account")
         await self._write(run)
+
+    async def set_account_secret(self, account_id: str, name: str, value: str | None,
+                                 now: int) -> None:
+        """Store (or with None, forget) a secret the account's jobs use, e.g.
+        ``wandb_api_key``; no answer shows it (:meth:`account_secret` is its one reader).
+
+        Raises:
+            NotFound: no account ``account_id``.
+        """
+        def run(c: sa.Connection) -> None:
+            if not c.execute(sa.select(accounts.c.id).where(accounts.c.id == account_id)).first():
+                raise NotFound(f"no account {account_id!r}", param="account")
+            c.execute(account_secrets.delete().where(account_secrets.c.account_id == account_id,
+                                                     account_secrets.c.name == name))
+            if value is not None:
+                c.execute(account_secrets.insert().values(account_id=account_id, name=name,
+                                                          value=value, updated_at=now))
+        await self._write(run)
+
+    async def account_secret(self, account_id: str, name: str) -> str | None:
+        """The secret ``name`` the account stored, or None."""
+        def run(c: sa.Connection) -> str | None:
+            return c.execute(sa.select(account_secrets.c.value).where(
+                account_secrets.c.account_id == account_id,
+                account_secrets.c.name == name)).scalar_one_or_none()
+        return await self._read(run)

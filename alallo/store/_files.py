@@ -30,6 +30,13 @@ class FileRow:
     format: str
     sha256: str
     path: str
+    expires_at: int | None = None
+    """When it expires (Unix s; ``expires_after`` at upload), or None: kept until deleted."""
+
+    def expired(self, now: float) -> bool:
+        """Whether the file has expired at ``now`` (Unix s): gone for its account, kept for
+        the live jobs that train on it until they end (:mod:`alallo.runtime._file_expiry`)."""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 class FileRows:
@@ -70,11 +77,28 @@ class FileRows:
             return found
         return await self._read(run)
 
-    async def list_files(self, account_id: str) -> list[FileRow]:
-        """The account's files, newest first."""
+    async def list_files(self, account_id: str, *, purpose: str | None = None,
+                         ascending: bool = False, now: float | None = None) -> list[FileRow]:
+        """The account's files, newest first (``ascending``: oldest first); only those of
+        ``purpose`` when given; with ``now``, none expired by then."""
         def run(c: sa.Connection) -> list[FileRow]:
-            rows = c.execute(sa.select(files).where(files.c.account_id == account_id)
-                             .order_by(files.c.created_at.desc(), files.c.id.desc()))
+            query = sa.select(files).where(files.c.account_id == account_id)
+            if purpose is not None:
+                query = query.where(files.c.purpose == purpose)
+            if now is not None:
+                query = query.where(sa.or_(files.c.expires_at.is_(None),
+                                           files.c.expires_at > now))
+            order = ((files.c.created_at.asc(), files.c.id.asc()) if ascending
+                     else (files.c.created_at.desc(), files.c.id.desc()))
+            return [FileRow(**r._mapping) for r in c.execute(query.order_by(*order))]
+        return await self._read(run)
+
+    async def expired_files(self, now: float, *, limit: int = 500) -> list[FileRow]:
+        """Files of every account expired by ``now`` (Unix s), soonest expired first, up to
+        ``limit`` (the sweep's batch)."""
+        def run(c: sa.Connection) -> list[FileRow]:
+            rows = c.execute(sa.select(files).where(files.c.expires_at <= now)
+                             .order_by(files.c.expires_at, files.c.id).limit(limit))
             return [FileRow(**r._mapping) for r in rows]
         return await self._read(run)
 

@@ -9,8 +9,10 @@ import sqlalchemy as sa
 
 from .._status import JobStatus
 
-__all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "accounts", "api_keys", "files", "job_feed",
-           "job_items", "jobs", "ledger", "metadata", "nodes", "server_secrets", "sessions"]
+__all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "account_secrets", "accounts", "api_keys",
+           "checkpoint_permissions", "files",
+           "job_feed", "job_items", "jobs", "ledger", "metadata", "nodes", "server_secrets",
+           "sessions"]
 
 metadata = sa.MetaData()
 accounts = sa.Table(
@@ -63,6 +65,17 @@ files = sa.Table(
     sa.Column("format", sa.String(32), nullable=False),
     sa.Column("sha256", sa.String(64), nullable=False),
     sa.Column("path", sa.String(1000), nullable=False),
+    # When an upload sent with ``expires_after`` expires (Unix s); None: kept until deleted.
+    sa.Column("expires_at", sa.Integer, nullable=True, index=True),
+)
+account_secrets = sa.Table(
+    # Values an account's jobs use and no answer shows (today ``wandb_api_key``, set by
+    # ``alallo accounts set --wandb-key``): one row per account and name.
+    "account_secrets", metadata,
+    sa.Column("account_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(1000), nullable=False),
+    sa.Column("updated_at", sa.Integer, nullable=False),
 )
 jobs = sa.Table(
     "jobs", metadata,
@@ -124,8 +137,23 @@ job_feed = sa.Table(
     sa.Index("job_feed_account_position", "account_id", "position", unique=True),
 )
 
+checkpoint_permissions = sa.Table(
+    # A checkpoint model shared with another account (OpenAI's checkpoint permissions,
+    # ``/v1/fine_tuning/checkpoints/{id}/permissions``): ``project_id`` (an account id) may
+    # chat with the checkpoint of ``job_id`` at ``step`` and train from it.
+    "checkpoint_permissions", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("job_id", sa.String(64), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("owner_id", sa.String(64), nullable=False, index=True),
+    sa.Column("project_id", sa.String(64), nullable=False, index=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Index("checkpoint_permissions_grant", "job_id", "step", "project_id", unique=True),
+)
+
 LIVE_STATUSES = tuple(status.value for status in JobStatus if not status.is_final)
-"""The ``jobs.status`` values of jobs not yet ended: queued, running, re-scheduling, cancelling."""
+"""The ``jobs.status`` values of jobs not yet ended: queued, running, re-scheduling, cancelling,
+paused."""
 
 NOTIFY_CHANNEL = "alallo"
 """The PostgreSQL channel of change notices: ``"<kind> <node> <job> <account>"`` payloads."""

@@ -30,6 +30,8 @@ from ..jobs import Event, Job, LedgerEntry, LogLine, MetricsPoint
 from ._accounts import AccountRows
 from ._files import FileRow, FileRows
 from ._group_commit import GroupCommit
+from ._job_lists import JobLists
+from ._permissions import PermissionRows
 from ._saves import Save, balance_of, charge_usage, save_many
 from ._schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
 from ._sessions import SessionRows
@@ -52,7 +54,7 @@ _POSTGRES_ALIASES = ("postgresql", "postgres")
 """Drivers meaning "PostgreSQL, default driver": alallo's driver is psycopg 3."""
 
 
-class Store(AccountRows, FileRows, SessionRows):
+class Store(AccountRows, FileRows, JobLists, PermissionRows, SessionRows):
     """Durable state; every method is one transaction.
 
     Open with :meth:`open`, close with :meth:`close` (the runtime does both).
@@ -233,24 +235,6 @@ class Store(AccountRows, FileRows, SessionRows):
             if job is None:
                 return None
             return job if account_id is None or job.account_id == account_id else None
-        return await self._read(run)
-
-    async def list_jobs(self, account_id: str, *, limit: int,
-                        after: str | None = None) -> tuple[list[Job], bool]:
-        """The account's jobs, newest first, after the job ``after``; and whether more follow.
-
-        Newest means created last: jobs created in the same second keep their order.
-        """
-        def run(c: sa.Connection) -> tuple[list[Job], bool]:
-            query = sa.select(jobs.c.state).where(jobs.c.account_id == account_id)
-            if after is not None:
-                anchor = c.execute(sa.select(jobs.c.number)
-                                   .where(jobs.c.id == after)).scalar_one_or_none()
-                if anchor is not None:
-                    query = query.where(jobs.c.number < anchor)
-            rows = c.execute(query.order_by(jobs.c.number.desc()).limit(limit + 1)).all()
-            found = [job for r in rows[:limit] if (job := _readable(r[0])) is not None]
-            return found, len(rows) > limit
         return await self._read(run)
 
     async def jobs_of_account(self, account_id: str, job_ids: Sequence[str]) -> set[str]:

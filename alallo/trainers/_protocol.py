@@ -46,6 +46,8 @@ class WandbConfig(BaseModel):
     api_key: str
     name: str | None = None
     entity: str | None = None
+    tags: list[str] | None = None
+    """The run's tags (OpenAI's ``wandb.tags``)."""
     mode: Literal["online", "offline"] = "online"
     base_url: str | None = None
     dir: str
@@ -121,8 +123,9 @@ class TrainerConfig(BaseModel):
     """Report the loss every this many steps (the seeds: every 10 steps)."""
     save_steps: int = Field(default=10, gt=0)
     """Save a checkpoint every this many steps."""
-    keep_checkpoints: int | None = Field(default=2, gt=0)
-    """How many of its newest checkpoints the trainer keeps (it deletes older ones); None:
+    keep_checkpoints: int | None = Field(default=3, gt=0)
+    """How many of its newest checkpoints the trainer keeps (it deletes older ones; OpenAI
+    keeps a job's last 3 and alallo does too, as checkpoint models); None:
     it deletes none, the server does. On a Ray cluster a run cut off from the cluster
     goes on for a while and must not delete the checkpoint its job resumes from."""
     step_delay_s: float = Field(default=0.0, ge=0)

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from ._data import tree_hash
 from ._fence import exit_if_superseded
+from ._pause import pause_requested
 from ._protocol import AnyMessage, Checkpoint, Log, Metrics, Progress, emit
 from ._wandb import WandbRun
 
@@ -103,12 +104,17 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             self._busy_s = 0.0  # seconds in steps since then (no evaluation, no saving)
             self._step_began = 0.0
             self._evaluated: dict[int, Metrics] = {}
+            self.paused = False
+            """The run stopped for a pause (:mod:`alallo.trainers._pause`): no model."""
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self._step_began = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self._busy_s += time.perf_counter() - self._step_began
+            if state.global_step < state.max_steps and pause_requested():
+                self.paused = True  # the user paused the job: save this step, and stop
+                control.should_save = control.should_training_stop = True
             if control.should_save:  # a superseded run saves nothing (a cut-off node's)
                 exit_if_superseded()
             self._flush(state)

@@ -61,7 +61,7 @@ def start_wandb(config: WandbConfig, out: Emit = emit) -> WandbRun:
         else:
             os.environ["WANDB_API_KEY"] = config.api_key
         run = wandb.init(project=config.project, name=config.name, entity=config.entity,
-                         mode=config.mode, dir=config.dir)
+                         tags=config.tags, mode=config.mode, dir=config.dir)
     except Exception as exc:  # W&B raises many kinds; each means "login or init failed"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         out(Integration(ok=False, message=reason))

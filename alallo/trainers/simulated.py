@@ -4,7 +4,7 @@
 ``alallo.trainers.trl`` seen from outside: the same stage lines, one
 ``progress`` line per step, a loss and a ``Step N/M: loss X`` log line every
 ``logging_steps`` and at the last step, a ``checkpoint-<step>`` directory
-every ``save_steps`` and at the last step (the newest two are kept), resume
+every ``save_steps`` and at the last step (the newest three are kept), resume
 from a checkpoint, user errors for bad data, and a model directory with a
 ``done`` line at the end. It imports neither torch nor ``datasets``, so it
 starts in a fraction of a second; the runtime's tests and load runs use it.
@@ -12,7 +12,8 @@ starts in a fraction of a second; the runtime's tests and load runs use it.
 Two config fields script it: ``step_delay_s`` (each step sleeps that long)
 and ``fail_at_step`` (the trainer reports a platform error and exits 1 when
 it reaches that step on a fresh start; a run resumed from a checkpoint
-goes past it, as a real job restarted after a crash would). The loss is a fixed
+goes past it, as a real job restarted after a crash would). It honours a pause
+(:mod:`alallo.trainers._pause`) after any step. The loss is a fixed
 decreasing function of the step, so runs are reproducible.
 
 A checkpoint holds ``trainer_state.json`` with ``global_step``, the same file
@@ -35,6 +36,7 @@ from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_rows
 from ._fence import exit_if_superseded
+from ._pause import pause_requested
 from ._protocol import (
     Checkpoint,
     Done,
@@ -154,17 +156,29 @@ def _train(config: TrainerConfig) -> None:
             emit(Metrics(step=step, epoch=epoch, valid_loss=valid_loss,
                          full_valid_loss=valid_loss if last else None))
             emit(Log(text=f"Step {step}/{config.max_steps}: validation loss {valid_loss:.4f}"))
-        if last or step % config.save_steps == 0:
-            exit_if_superseded()  # a superseded run (a cut-off node's) saves nothing
-            path = _save_checkpoint(Path(config.checkpoint_dir), step, config.keep_checkpoints)
-            emit(Checkpoint(step=step, path=str(path), hash=file_hash(path / STATE_FILE)))
-            emit(Log(text=f"Checkpoint saved at step {step}"))
+        saves = last or step % config.save_steps == 0
+        if saves:
+            _checkpoint(config, step)
+        if not last and pause_requested():  # the user paused the job: save now, and stop
+            if not saves:
+                _checkpoint(config, step)
+            emit(Log(text=f"Paused at step {step}: the job resumes from this checkpoint"))
+            if run is not None:
+                run.finish()
+            return
     if run is not None:
         run.finish()
     exit_if_superseded()
     model_file = _save_model(config)
     emit(Log(text="Training complete"))
     emit(Done(model_path=config.output_dir, hash=file_hash(model_file)))
+
+
+def _checkpoint(config: TrainerConfig, step: int) -> None:
+    exit_if_superseded()  # a superseded run (a cut-off node's) saves nothing
+    path = _save_checkpoint(Path(config.checkpoint_dir), step, config.keep_checkpoints)
+    emit(Checkpoint(step=step, path=str(path), hash=file_hash(path / STATE_FILE)))
+    emit(Log(text=f"Checkpoint saved at step {step}"))
 
 
 def _step_time(config: TrainerConfig, step: int, noise: random.Random) -> float:

@@ -21,7 +21,7 @@ builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
    (transformers' ``EarlyStoppingCallback``) a checkpoint is saved at each
    evaluation, and the model saved is the best one;
 3. a ``Checkpoint`` per ``Trainer`` checkpoint (``checkpoint_dir/checkpoint-<step>``,
-   every ``save_steps`` and at the last step; the newest two are kept), its
+   every ``save_steps`` and at the last step; the newest three are kept), its
    hash a digest of its files but the optimizer, scheduler and RNG state;
 4. the model saved to ``output_dir`` (LoRA: the adapter; full: the whole
    model; both with the tokenizer), then ``Done`` (with ``stopped_at`` and
@@ -240,6 +240,10 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     trainer.train(resume_from_checkpoint=config.resume_from)
     if run is not None:
         run.finish()
+    if any(getattr(c, "paused", False) for c in trainer.callback_handler.callbacks):
+        out(Log(text=f"Paused at step {trainer.state.global_step}: the job resumes from this "
+                     "checkpoint"))
+        return  # a pause (alallo.trainers._pause): the checkpoint is saved, no model
     exit_if_superseded()
     trainer.save_model(config.output_dir)  # the best checkpoint's, when it stopped early
     if rank() != 0:
@@ -285,7 +289,7 @@ def build_trainer(
     Raises:
         _SettingsError: LoRA target modules the model does not have.
     """
-    from transformers import PrinterCallback
+    from transformers import PrinterCallback, set_seed
 
     dataset, eval_dataset = datasets
     common: dict[str, Any] = dict(
@@ -328,6 +332,7 @@ def build_trainer(
 
         callbacks.append(EarlyStoppingCallback(config.early_stopping_patience,
                                                config.early_stopping_min_delta))
+    set_seed(config.seed)  # before peft draws a fresh adapter's weights: same seed, same numbers
     try:
         trainer = _trainer(config, model, tokenizer, (dataset, eval_dataset), common,
                            peft_config, callbacks)

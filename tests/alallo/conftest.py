@@ -23,7 +23,8 @@ def make_job() -> JobFactory:
             "name": "demo",
             "model": "alallo/tiny-gpt2",
             "training_file": "file-1",
-            "method": "supervised",
+            "method": {"type": "supervised", "supervised": {"hyperparameters": {
+                "n_epochs": 3, "batch_size": 4, "learning_rate_multiplier": 1.0}}},
             "adapter": "lora",
             "precision": "16-bit",
             "goal": "lowest_cost",

@@ -295,7 +295,7 @@ def test_a_job_end_to_end_under_asyncio(live_server: LiveServer) -> None:
                 async for item in items:
                     if item.kind == "job" and item.data["status"] not in statuses[-1:]:
                         statuses.append(item.data["status"])
-            types = [e["type"] async for e in client.iter_events(job["id"])]
+            types = [e["alallo_type"] async for e in client.iter_events(job["id"])]
             return statuses, types, await client.get_job(job["id"])
 
     statuses, types, final = asyncio.run(main())

@@ -143,13 +143,34 @@ def test_cancel_prints_the_new_status(server: FakeServer, make_job: JobFactory) 
     assert (result.exit_code, result.stdout) == (0, "ft-1  cancelling\n")
 
 
+def test_pause_and_resume_print_the_new_status_and_message(server: FakeServer,
+                                                           make_job: JobFactory) -> None:
+    server.on("POST", "/v1/fine_tuning/jobs/ft-1/pause", make_job(
+        status="paused", message="Paused at step 7. Resume it to continue from step 7."))
+    server.on("POST", "/v1/fine_tuning/jobs/ft-1/resume",
+              make_job(status="queued", message="Starting"))
+    result = run("jobs", "pause", "ft-1")
+    assert (result.exit_code, result.stdout) == (
+        0, "ft-1  paused · Paused at step 7. Resume it to continue from step 7.\n")
+    result = run("jobs", "resume", "ft-1")
+    assert (result.exit_code, result.stdout) == (0, "ft-1  queued · Starting\n")
+
+
+def test_resuming_a_job_that_is_not_paused_prints_the_servers_message(server: FakeServer) -> None:
+    server.on("POST", "/v1/fine_tuning/jobs/ft-1/resume", lambda request: error(
+        409, "invalid_transition", "cannot resume ft-1: it is not paused (it is running)"))
+    result = run("jobs", "resume", "ft-1")
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: cannot resume ft-1: it is not paused (it is running)\n")
+
+
 def test_a_bad_upload_names_the_line(server: FakeServer, tmp_path: Path) -> None:
     data = tmp_path / "bad.jsonl"
     data.write_text("{}\n")
     server.on(
         "POST",
         "/v1/files",
-        lambda request: error(422, "invalid_file", "line 7: not a JSON object", "file"),
+        lambda request: error(400, "invalid_file", "line 7: not a JSON object", "file"),
     )
     result = run("files", "upload", str(data))
     assert result.exit_code == 1
@@ -240,7 +261,8 @@ def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: Fak
             "seq": 1,
             "created_at": 1_700_000_000,
             "level": "info",
-            "type": "JOB_PENDING",
+            "type": "message",
+            "alallo_type": "JOB_PENDING",
             "message": "Fine tune request created",
             "hash": None,
         },
@@ -249,7 +271,8 @@ def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: Fak
             "seq": 2,
             "created_at": 1_700_000_001,
             "level": "info",
-            "type": "JOB_START",
+            "type": "message",
+            "alallo_type": "JOB_START",
             "message": "Job started",
             "hash": "8275378180435023547",
         },
@@ -258,13 +281,15 @@ def test_events_table_has_the_seed_columns_oldest_first_across_pages(server: Fak
             "seq": 3,
             "created_at": 1_700_000_002,
             "level": "error",
-            "type": "WANDB_INIT",
+            "type": "message",
+            "alallo_type": "WANDB_INIT",
             "message": WANDB_FAILED,
             "hash": "-748217494451531697",
         },
     ]
 
     def page(request: httpx.Request) -> httpx.Response:
+        assert (request.url.params["order"], request.url.params["type"]) == ("asc", "message")
         if request.url.params.get("after") is None:
             return httpx.Response(200, json=listing(*events[:2], has_more=True))
         assert request.url.params["after"] == "2"
@@ -354,6 +379,9 @@ def test_jobs_get_shows_the_end_of_the_log(server: FakeServer, make_job: JobFact
             status="succeeded",
             fine_tuned_model="alallo/tiny-gpt2:ft-1",
             progress={"step": 100, "max_steps": 100, "percent": 100.0},
+            hyperparameters={"n_epochs": 9, "max_steps": 100, "batch_size": 8,
+                             "learning_rate": 2e-4, "learning_rate_multiplier": 0.2},
+            seed=42, trained_tokens=12_800,
         ),
     )
     log = [{"n": n, "at": 0, "text": f"step {n * 10} loss {3 - n / 10:.2f}"} for n in range(1, 26)]
@@ -361,6 +389,9 @@ def test_jobs_get_shows_the_end_of_the_log(server: FakeServer, make_job: JobFact
     result = run("jobs", "get", "ft-1")
     lines = result.stdout.splitlines()
     assert "Fine-tuned model      alallo/tiny-gpt2:ft-1" in [line.rstrip() for line in lines]
+    assert "Training              9 epochs, batch 8, learning rate 0.0002 (x0.2), seed 42" in [
+        line.rstrip() for line in lines]
+    assert "Trained tokens        12,800" in [line.rstrip() for line in lines]
     assert "Log (the last 20 of 25 lines; all of it: alallo jobs logs ft-1)" in lines
     assert lines[-20:] == [line["text"] for line in log[-20:]]
 
@@ -427,7 +458,7 @@ def test_jobs_create_watch_follows_to_the_end(
     server.on("POST", "/v1/fine_tuning/jobs", make_job(status="queued", message="Starting"))
     body = sse_body(
         ("job", 1, make_job(status="queued", message="Starting")),
-        ("event", 2, {"type": "JOB_START", "message": "Job started"}),
+        ("event", 2, {"type": "message", "alallo_type": "JOB_START", "message": "Job started"}),
         ("job", 3, make_job(status="running")),
         ("log", 4, {"n": 1, "at": 0, "text": "step 10/100 loss 2.31"}),
         (
@@ -548,9 +579,10 @@ def test_watch_shows_the_loss_sparkline_and_each_checkpoint_once(
                                "train_loss": loss}),
             ("log", step + 1, {"n": step + 1, "at": 0, "text": f"Step {step}/30: loss {loss}"}),
             ("log", step + 2, {"n": step + 2, "at": 0, "text": f"Checkpoint saved at step {step}"}),
-            ("event", step + 3, {"type": "CHECKPOINT_SAVE",
+            ("event", step + 3, {"type": "message", "alallo_type": "CHECKPOINT_SAVE",
                                  "message": f"Checkpoint saved at step {step}"}),
-            ("event", step + 4, {"type": "EPOCH_COMPLETE", "message": "Epoch 1 completed"}))],
+            ("event", step + 4, {"type": "message", "alallo_type": "EPOCH_COMPLETE",
+                                 "message": "Epoch 1 completed"}))],
         ("job", 40, make_job(status="succeeded",
                              progress={"step": 30, "max_steps": 30, "percent": 100.0})),
     )

@@ -52,18 +52,18 @@ def error(status: int, code: str, message: str, param: str | None = None) -> htt
 
 def test_error_body_becomes_api_error_that_reads_as_one_line() -> None:
     client = client_for(
-        lambda request: error(422, "invalid_request", "line 7: not a JSON object", "file")
+        lambda request: error(400, "invalid_request", "line 7: not a JSON object", "file")
     )
     with pytest.raises(ApiError) as caught:
         client.get_file("file-1")
     err = caught.value
     assert (err.status_code, err.code, err.message, err.param) == (
-        422,
+        400,
         "invalid_request",
         "line 7: not a JSON object",
         "file",
     )
-    assert str(err) == "422 invalid_request: line 7: not a JSON object (param: file)"
+    assert str(err) == "400 invalid_request: line 7: not a JSON object (param: file)"
 
 
 def test_error_without_param_and_without_json_body() -> None:
@@ -257,7 +257,8 @@ def test_missing_key_says_how_to_get_one_but_healthz_needs_none(tmp_path: Path) 
 
 def test_iter_events_pages_through_all_oldest_first() -> None:
     events = [
-        {"id": f"ft-1-event-{n}", "seq": n, "type": "T", "message": f"m{n}"}
+        {"id": f"ft-1-event-{n}", "seq": n, "type": "message", "alallo_type": "T",
+         "message": f"m{n}"}
         for n in (1, 2, 4, 7, 9)
     ]
     afters: list[str | None] = []

@@ -61,11 +61,12 @@ def test_a_transport_error_thrown_in_becomes_a_client_error(calls: Calls) -> Non
 
 def test_a_list_is_fetched_page_after_page(calls: Calls) -> None:
     feed = calls.iter_events("ft-1")
-    assert next(feed).params == {"limit": 100}  # type: ignore[union-attr]
+    asked = {"limit": 100, "order": "asc", "type": "message"}  # alallo's order of a log
+    assert next(feed).params == asked  # type: ignore[union-attr]
     assert feed.send(answer(200, {"data": [{"seq": 1}, {"seq": 4}], "has_more": True})) == Give(
         {"seq": 1})
     assert next(feed) == Give({"seq": 4})
-    assert next(feed).params == {"limit": 100, "after": 4}  # type: ignore[union-attr]
+    assert next(feed).params == {**asked, "after": 4}  # type: ignore[union-attr]
     assert feed.send(answer(200, {"data": [{"seq": 5}], "has_more": False})) == Give({"seq": 5})
     with pytest.raises(StopIteration):
         next(feed)

@@ -28,8 +28,8 @@ from alallo._errors import (
 pytestmark = pytest.mark.unit
 
 STATUSES: dict[type[ApiError], tuple[int, str]] = {
-    InvalidRequest: (422, "invalid_request"),
-    InvalidFile: (422, "invalid_file"),
+    InvalidRequest: (400, "invalid_request"),
+    InvalidFile: (400, "invalid_file"),
     Unauthorized: (401, "unauthorized"),
     Forbidden: (403, "forbidden"),
     NotFound: (404, "not_found"),
@@ -83,7 +83,7 @@ def test_the_clients_names_are_the_trees() -> None:
 @pytest.mark.parametrize(("status", "code", "expected"), [
     (404, "not_found", NotFound),
     (409, "invalid_transition", InvalidTransition),
-    (422, "invalid_file", InvalidFile),
+    (400, "invalid_file", InvalidFile),
     (503, "store_unavailable", StoreUnavailable),
     (400, "invalid_json", InvalidRequest),  # the gateway's BadJSON
     (413, "request_too_large", InvalidRequest),  # the gateway's RequestTooLarge

@@ -51,16 +51,16 @@ def test_several_devices_start_the_built_in_trainer_under_torchrun(tmp_path: Pat
         "-m", "alallo.trainers.trl", str(config)]
 
 
-def test_pruning_deletes_only_checkpoints_older_than_those_kept(tmp_path: Path) -> None:
+def test_pruning_keeps_the_newest_three_up_to_the_one_recorded(tmp_path: Path) -> None:
     made = {}
     for attempt, step in ((1, 10), (1, 20), (1, 30), (2, 40), (2, 50), (2, 60)):
         made[step] = tmp_path / f"attempt-{attempt}" / "checkpoints" / f"checkpoint-{step}"
         made[step].mkdir(parents=True)
-    # 40 and 50 recorded; 60 written but not reported yet (the trainer may be writing it).
-    prune_checkpoints(tmp_path, {str(made[50]), str(made[40])})
+    # 50 recorded; 60 written but not reported yet (the trainer may be writing it).
+    prune_checkpoints(tmp_path, str(made[50]))
+    assert sorted(s for s, p in made.items() if p.exists()) == [30, 40, 50, 60]
+    prune_checkpoints(tmp_path, str(made[60]))  # OpenAI keeps a job's last 3 too
     assert sorted(s for s, p in made.items() if p.exists()) == [40, 50, 60]
-    prune_checkpoints(tmp_path, {str(made[50]), None})  # the first one recorded
-    assert sorted(s for s, p in made.items() if p.exists()) == [50, 60]
 
 
 def test_the_hub_token_goes_to_the_built_in_trainer_alone(tmp_path: Path) -> None:

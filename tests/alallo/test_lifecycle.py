@@ -14,8 +14,8 @@ from alallo.capacity._catalogue import Catalogue
 from alallo.jobs._job import Job, Progress
 from alallo._money import format_money
 from alallo.jobs._lifecycle import (
-    ActorFailed, CancelRequested, Created, Input, Started, TrainerExited, TrainerReported,
-    WaitingForCapacity, append_log, apply,
+    ActorFailed, CancelRequested, Created, Input, PauseRequested, ResumeRequested, Started,
+    TrainerExited, TrainerReported, WaitingForCapacity, append_log, apply,
 )
 from alallo.trainers import Checkpoint, Done, Error, Progress as TrainerProgress, Stage
 
@@ -181,6 +181,8 @@ inputs = st.one_of(
     st.builds(Started, now=st.just(T0)),
     st.builds(ActorFailed, now=st.just(T0), reason=st.just("its actor failed")),
     st.builds(CancelRequested, now=st.just(T0)),
+    st.builds(PauseRequested, now=st.just(T0)),
+    st.builds(ResumeRequested, now=st.just(T0)),
     st.builds(WaitingForCapacity, now=st.just(T0)),
     st.builds(TrainerExited, returncode=st.sampled_from([None, 0, 1, -9]), now=st.just(T0)),
     st.builds(TrainerReported, now=st.just(T0), message=st.one_of(
@@ -201,7 +203,12 @@ def test_properties_of_any_input_sequence(sequence: list[Input]) -> None:
         try:
             transition = apply(job, event)
         except InvalidTransition:
-            assert job.status.is_final and isinstance(event, CancelRequested)
+            if isinstance(event, CancelRequested):
+                assert job.status.is_final
+            elif isinstance(event, PauseRequested):
+                assert job.status.is_final or job.status is JobStatus.CANCELLING
+            else:
+                assert isinstance(event, ResumeRequested) and job.status is not JobStatus.PAUSED
             continue
         assert transition.job.seq >= job.seq, "sequence numbers never go back"
         seqs = [e.seq for e in transition.events]

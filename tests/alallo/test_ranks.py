@@ -93,7 +93,7 @@ async def test_a_crashed_rank_restarts_the_job_from_its_checkpoint(tmp_path: Pat
         attempt = (tmp_path / "jobs" / job.id / "attempt-1").resolve()
         with trio.fail_after(120):
             async for item in rt.stream(account, job.id):
-                if item.kind == "event" and item.data["type"] == "CHECKPOINT_SAVE":
+                if item.kind == "event" and item.data["alallo_type"] == "CHECKPOINT_SAVE":
                     break
         (second,) = [pid for pid in processes_in(attempt) if rank_of(pid) == 1]
         os.kill(second, signal.SIGKILL)  # one rank dies: the group goes down with it

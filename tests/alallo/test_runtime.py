@@ -64,7 +64,7 @@ async def test_running_job_resumes_from_its_checkpoint_after_a_restart(tmp_path:
         job = await rt.create_job(account, simulated(file.id, 40, 0.05))
         with trio.fail_after(30):
             async for item in rt.stream(account, job.id):
-                if item.kind == "event" and item.data["type"] == "CHECKPOINT_SAVE":
+                if item.kind == "event" and item.data["alallo_type"] == "CHECKPOINT_SAVE":
                     break
     stopped = None
     async with Runtime(settings) as rt:

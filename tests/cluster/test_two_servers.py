@@ -117,7 +117,7 @@ async def follow_account(client: httpx.AsyncClient, job_id: str, steps: list[int
 
 
 def records(items: list[Item]) -> list[tuple[str, int, str]]:
-    return [(kind, seq, data.get("type") or data.get("text") or "")
+    return [(kind, seq, data.get("alallo_type") or data.get("text") or "")
             for kind, seq, data in items if kind in {"event", "log"}]
 
 
@@ -158,7 +158,8 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
             print(f"adopted {time.monotonic() - killed_at:.1f} s after the kill")
         whole = await read_stream(on_b, first["id"], last_event_id=0)
         events = (await on_b.get(f"/v1/fine_tuning/jobs/{first['id']}/events",
-                                 params={"limit": 1000})).json()["data"]
+                                 params={"limit": 1000, "order": "asc", "type": "message"},
+                                 )).json()["data"]
         with trio.fail_after(60):
             second = [item async for item in _stream(on_b, queued["id"])]
             cancelled = [item async for item in _stream(on_b, doomed["id"])]
@@ -173,7 +174,7 @@ async def test_a_killed_servers_jobs_move_to_the_other_and_its_streams_miss_noth
     assert seen[-1][0] == "job" and final["status"] == "succeeded" and final["attempt"] == 2
     assert final["progress"]["step"] == 50
     assert final["price"]["charged"] == pytest.approx(50 * STEP_PRICE), "no step charged twice"
-    restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
+    restarted = [e["message"] for e in events if e["alallo_type"] == "JOB_RESTARTED"]
     assert len(restarted) == 1 and restarted[0].startswith(
         "Job restarted from the checkpoint at step ")
     assert restarted[0].endswith(": the process that ran it stopped")

@@ -184,22 +184,22 @@ def spec_cases(ids: dict[str, str]) -> list[Bad]:
 
     tenant = {**base, "training_file": ids["tenant_file"]}
     return [
-        Bad("min_delta: Infinity", status=422, content=_raw(
+        Bad("min_delta: Infinity", status=400, content=_raw(
             mine + f', "validation_file": "{ids["file"]}", '
             '"early_stopping": {"patience": 1, "min_delta": Infinity}}')),
-        Bad("min_delta: 1e400", status=422, content=_raw(
+        Bad("min_delta: 1e400", status=400, content=_raw(
             mine + f', "validation_file": "{ids["file"]}", '
             '"early_stopping": {"patience": 1, "min_delta": 1e400}}')),
-        Bad("learning_rate: NaN", status=422, content=_raw(
+        Bad("learning_rate: NaN", status=400, content=_raw(
             mine.replace('"max_steps": 2', '"max_steps": 2, "learning_rate": NaN') + "}")),
-        Bad("max_steps: true", status=422, json=with_(hyperparameters={"max_steps": True})),
-        Bad("seed: false", status=422, json=with_(seed=False)),
-        Bad("n_epochs: '3'", status=422, json=with_(hyperparameters={"n_epochs": "3"})),
-        Bad("suffix a/b", status=422, json=with_(suffix="a/b")),
-        Bad("a 65-character suffix", status=422, json=with_(suffix="x" * 65)),
-        Bad("method.supervised.trainer", status=422, json=with_(method={
+        Bad("max_steps: true", status=400, json=with_(hyperparameters={"max_steps": True})),
+        Bad("seed: false", status=400, json=with_(seed=False)),
+        Bad("n_epochs: '3'", status=400, json=with_(hyperparameters={"n_epochs": "3"})),
+        Bad("suffix a/b", status=400, json=with_(suffix="a/b")),
+        Bad("a 65-character suffix", status=400, json=with_(suffix="x" * 65)),
+        Bad("method.supervised.trainer", status=400, json=with_(method={
             "type": "supervised", "supervised": {"trainer": {"command": ["sh", "-c", "id"]}}})),
-        Bad("training_method.trainer", status=422, json=with_(training_method={
+        Bad("training_method.trainer", status=400, json=with_(training_method={
             "method": "sft", "trainer": {"command": ["sh"]}})),
         Bad("metadata with a lone surrogate", status=400,
             content=_raw(mine + ', "metadata": {"a": "\\udc00"}}')),
@@ -210,11 +210,11 @@ def spec_cases(ids: dict[str, str]) -> list[Bad]:
         Bad("a tenant's command", who="tenant", status=403, json={
             **tenant, "trainer": {"command": ["sh", "-c", "id"]}}),
         Bad("a tenant's model path", who="tenant", status=403, json={**tenant, "model": "/etc"}),
-        Bad("another account's file", who="tenant", status=422, json=base),
-        Bad("an unknown model", status=422, json=with_(model="no/such-model")),
-        Bad("too many steps", status=422, json=with_(hyperparameters={"max_steps": 10**9})),
-        Bad("dpo on examples", status=422, json=with_(method="dpo")),
-        Bad("a short W&B key", status=422, json=with_(integrations=[
+        Bad("another account's file", who="tenant", status=400, json=base),
+        Bad("an unknown model", status=400, json=with_(model="no/such-model")),
+        Bad("too many steps", status=400, json=with_(hyperparameters={"max_steps": 10**9})),
+        Bad("dpo on examples", status=400, json=with_(method="dpo")),
+        Bad("a short W&B key", status=400, json=with_(integrations=[
             {"type": "wandb", "wandb": {"project": "p", "api_key": "short"}}])),
     ]
 
@@ -226,11 +226,11 @@ def completion_cases(ids: dict[str, str], chat: bool) -> list[Bad]:
     base = {"model": "alallo/tiny-gpt2", **ask}
     mine = json.dumps(base)[:-1]
     return [
-        Bad("temperature: Infinity", status=422, content=_raw(mine + ', "temperature": Infinity}')),
-        Bad("top_p: NaN", status=422, content=_raw(mine + ', "top_p": NaN}')),
-        Bad("max_tokens: true", status=422, json={**base, "max_tokens": True}),
-        Bad("n: true", status=422, json={**base, "n": True}),
-        Bad("stream: 'yes'", status=422, json={**base, "stream": "yes"}),
+        Bad("temperature: Infinity", status=400, content=_raw(mine + ', "temperature": Infinity}')),
+        Bad("top_p: NaN", status=400, content=_raw(mine + ', "top_p": NaN}')),
+        Bad("max_tokens: true", status=400, json={**base, "max_tokens": True}),
+        Bad("n: true", status=400, json={**base, "n": True}),
+        Bad("stream: 'yes'", status=400, json={**base, "stream": "yes"}),
         Bad("an unknown model", status=404, json={**base, "model": "no/such-model"}),
         Bad("another account's model", who="tenant", status=404,
             json={**base, "model": ids["model"]}),
@@ -245,14 +245,14 @@ def route_cases(ids: dict[str, str]) -> dict[str, list[Bad]]:
         "/v1/fine_tuning/jobs": specs,
         "/v1/fine_tuning/estimates": specs,
         "/v1/files": [
-            Bad("JSON, not multipart", status=422, json={"file": "x"}),
-            Bad("no file field", status=422, files={"other": ("a.jsonl", sample)}),
-            Bad("purpose batch", status=422, files={"file": ("a.jsonl", sample)},
+            Bad("JSON, not multipart", status=400, json={"file": "x"}),
+            Bad("no file field", status=400, files={"other": ("a.jsonl", sample)}),
+            Bad("purpose batch", status=400, files={"file": ("a.jsonl", sample)},
                 data={"purpose": "batch"}),
-            Bad("a bad line", status=422, files={"file": ("a.jsonl", b'{"text": "a"}\n[1]\n')}),
+            Bad("a bad line", status=400, files={"file": ("a.jsonl", b'{"text": "a"}\n[1]\n')}),
             Bad("over the upload limit", status=413,
                 files={"file": ("a.jsonl", b'{"text": "' + b"x" * UPLOAD_LIMIT + b'"}\n')}),
-            Bad("a 600-character name", status=422, files={"file": ("a" * 600, sample)}),
+            Bad("a 600-character name", status=400, files={"file": ("a" * 600, sample)}),
         ],
         "/v1/chat/completions": completion_cases(ids, chat=True),
         "/v1/completions": completion_cases(ids, chat=False),
@@ -260,6 +260,10 @@ def route_cases(ids: dict[str, str]) -> dict[str, list[Bad]]:
             Bad("a finished job", status=409),
             Bad("another account's job", who="tenant", status=404),
         ],
+        **{f"/v1/fine_tuning/jobs/{{job_id}}/{action}": [
+            Bad("a finished job", status=409),
+            Bad("another account's job", who="tenant", status=404),
+        ] for action in ("pause", "resume")},
         "/v1/capacity/nodes/{node}/drain": [Bad("a tenant", who="tenant", status=403)],
         "/v1/capacity/nodes/{node}/undrain": [Bad("a tenant", who="tenant", status=403)],
         "/v1/dashboard/links": [],
@@ -275,7 +279,8 @@ async def test_error_answers_of_every_post_route_change_nothing(world: World) ->
     cases = route_cases(world.ids)
     paths = [route.path for route in post_routes(world.app)]
     assert set(cases) <= set(paths), f"no such POST routes: {sorted(set(cases) - set(paths))}"
-    params = {"job_id": world.ids["job"], "node": world.ids["node"]}
+    params = {"job_id": world.ids["job"], "node": world.ids["node"],
+              "checkpoint": f"{world.ids['model']}:ckpt-step-2"}  # its job's last step
     lists, before = await listed(world), await stored(world)
     problems: list[str] = []  # all of them, not the first only
     refused = 0
@@ -331,11 +336,11 @@ async def test_a_job_accepted_while_the_runtime_closes_is_answered_not_refused(
 async def test_a_suffixed_model_can_be_fetched_and_a_slash_is_refused(world: World) -> None:
     local = world.clients["local"]
     model = world.ids["model"]
-    assert ":acct-local-my-model_2:" in model
+    assert ":acct-local:my-model_2:" in model
     assert (await local.get(f"/v1/models/{model}")).status_code == 200
     answer = await local.post("/v1/fine_tuning/estimates", json={
         "model": "alallo/tiny-gpt2", "training_file": world.ids["file"], "suffix": "a/b"})
-    assert answer.status_code == 422
+    assert answer.status_code == 400
     assert answer.json()["error"]["param"] == "suffix"
 
 

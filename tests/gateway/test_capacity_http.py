@@ -109,13 +109,14 @@ async def test_a_job_that_needs_more_memory_is_rescheduled_and_continues(
         })).json()
         items = await read_stream(c, job["id"])
         events = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
-                              params={"limit": 1000})).json()["data"]
+                              params={"limit": 1000, "order": "asc", "type": "message"},
+                              )).json()["data"]
     statuses = [d["status"] for k, _, d in items if k == "job"]
     folded = [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s]
     assert folded[-3:] == ["re-scheduling", "running", "succeeded"]
-    types = [e["type"] for e in events]
+    types = [e["alallo_type"] for e in events]
     assert types.count("JOB_RESCHEDULED") == 1 and types.count("JOB_RESTARTED") == 1
-    rescheduled = next(e for e in events if e["type"] == "JOB_RESCHEDULED")
+    rescheduled = next(e for e in events if e["alallo_type"] == "JOB_RESCHEDULED")
     assert "a L40S-48GB has 48 GB" in rescheduled["message"]
     final = items[-1][2]
     assert final["placement"]["device_type"] == "H100-80GB"
@@ -123,7 +124,7 @@ async def test_a_job_that_needs_more_memory_is_rescheduled_and_continues(
     # The move is our misjudgement: the job costs at most the top of its quote, and the
     # user hears the time it needs on the bigger device.
     assert 0 < final["price"]["charged"] <= final["price"]["estimate"]["high"]
-    revised = next(e for e in events if e["type"] == "ESTIMATE_REVISED")
+    revised = next(e for e in events if e["alallo_type"] == "ESTIMATE_REVISED")
     assert revised["message"].startswith("Estimate revised for 1 × H100-80GB: ")
     assert revised["data"]["price_cap"] == final["price"]["estimate"]["high"]
 
@@ -156,12 +157,13 @@ async def test_draining_a_node_moves_its_jobs_from_their_checkpoints(
         assert f"Node {first_node} is draining; 1 job(s) moved: {job['id']}" in drained.stdout
         items = await read_stream(c, job["id"])
         events = (await c.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
-                              params={"limit": 1000})).json()["data"]
+                              params={"limit": 1000, "order": "asc", "type": "message"},
+                              )).json()["data"]
         capacity = (await c.get("/v1/capacity")).json()
         missing = await c.post("/v1/capacity/nodes/nope/drain")
     final = items[-1][2]
     assert final["status"] == "succeeded" and final["placement"]["node"] != first_node
-    restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
+    restarted = [e["message"] for e in events if e["alallo_type"] == "JOB_RESTARTED"]
     assert len(restarted) == 1 and "from the checkpoint at step" in restarted[0]
     assert f"node {first_node} is draining" in restarted[0]
     assert next(n for n in capacity["nodes"] if n["name"] == first_node)["draining"] is True

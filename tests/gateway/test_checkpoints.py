@@ -8,7 +8,7 @@ runtime stand-in (a restarted tiny job is stopped by its budget: see the report)
 
 from __future__ import annotations
 
-from pathlib import Path, PurePath
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,25 +24,26 @@ pytestmark = pytest.mark.any_backend  # the subject does not depend on the store
 
 @pytest.fixture(scope="module")
 def restarted_job(live_server: LiveServer) -> dict[str, Any]:
-    """A finished job of 25 steps: checkpoints saved at 10, 20 and 25; the newest two kept."""
+    """A finished job of 35 steps: checkpoints saved at 10, 20, 30 and 35; the newest three
+    kept (OpenAI keeps 3)."""
     with Client(live_server.url, api_key=live_server.api_key) as c:
         file_id = c.upload_file(EXAMPLES / "sample.jsonl")["id"]
         job = c.create_job(model="alallo/tiny-gpt2", training_file=file_id,
-                           hyperparameters={"max_steps": 25},
+                           hyperparameters={"max_steps": 35},
                            trainer={"type": "simulated", "step_delay_s": 0})
         final = [item for item in c.watch(job["id"]) if item.kind == "job"][-1].data
     assert final["status"] == "succeeded", final["message"]
     return final
 
 
-async def test_checkpoints_newest_first_with_paths_and_losses(
+async def test_checkpoints_newest_first_with_models_and_losses(
         client: httpx.AsyncClient, restarted_job: dict[str, Any]) -> None:
     job_id = restarted_job["id"]
     response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/checkpoints")
     assert response.status_code == 200, response.text
     body = response.json()
     data = body["data"]
-    assert [c["step_number"] for c in data] == [25, 20], "the kept ones only"
+    assert [c["step_number"] for c in data] == [35, 30, 20], "the kept ones only"
     assert (body["object"], body["has_more"]) == ("list", False)
     assert (body["first_id"], body["last_id"]) == (data[0]["id"], data[-1]["id"])
     for checkpoint in data:
@@ -54,14 +55,15 @@ async def test_checkpoints_newest_first_with_paths_and_losses(
             "step": step, "train_loss": fake_loss(step), "train_mean_token_accuracy": None,
             "valid_loss": None, "valid_mean_token_accuracy": None, "full_valid_loss": None,
             "full_valid_mean_token_accuracy": None}
-        path = PurePath(checkpoint["fine_tuned_model_checkpoint"])
-        assert path.name == f"checkpoint-{step}" and path.parent.name == "checkpoints"
-        assert job_id in path.parts and Path(path).is_dir()
+        # A checkpoint model's id (OpenAI's), no server path.
+        model = checkpoint["fine_tuned_model_checkpoint"]
+        assert model == f"{restarted_job['fine_tuned_model']}:ckpt-step-{step}"
         assert checkpoint["created_at"] >= restarted_job["created_at"]
-    assert len({c["fine_tuned_model_checkpoint"] for c in data}) == 2
+    assert len({c["fine_tuned_model_checkpoint"] for c in data}) == 3
     saved = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
-                              params={"limit": 1000})).json()["data"]
-    assert [e["step"] for e in saved if e["type"] == "CHECKPOINT_SAVE"] == [10, 20, 25]
+                              params={"limit": 1000, "order": "asc"})).json()["data"]
+    steps_saved = [e["step"] for e in saved if e["alallo_type"] == "CHECKPOINT_SAVE"]
+    assert steps_saved == [10, 20, 30, 35], "10's checkpoint was pruned: 3 are kept"
     again = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/checkpoints")).json()
     assert again["data"] == data, "ids and contents are stable"
 
@@ -70,9 +72,9 @@ async def test_checkpoints_page_with_after_and_limit(
         client: httpx.AsyncClient, restarted_job: dict[str, Any]) -> None:
     url = f"/v1/fine_tuning/jobs/{restarted_job['id']}/checkpoints"
     first = (await client.get(url, params={"limit": 1})).json()
-    assert [c["step_number"] for c in first["data"]] == [25] and first["has_more"]
-    rest = (await client.get(url, params={"limit": 1, "after": first["last_id"]})).json()
-    assert [c["step_number"] for c in rest["data"]] == [20] and not rest["has_more"]
+    assert [c["step_number"] for c in first["data"]] == [35] and first["has_more"]
+    rest = (await client.get(url, params={"limit": 2, "after": first["last_id"]})).json()
+    assert [c["step_number"] for c in rest["data"]] == [30, 20] and not rest["has_more"]
     past = (await client.get(url, params={"after": rest["last_id"]})).json()
     assert past == {"object": "list", "data": [], "has_more": False,
                     "first_id": None, "last_id": None}
@@ -81,7 +83,7 @@ async def test_checkpoints_page_with_after_and_limit(
                        ({"after": f"{first['last_id']}x"}, "after"),
                        ({"limit": 0}, "limit"), ({"limit": "many"}, "limit")):
         refused = await client.get(url, params=bad)
-        assert refused.status_code == 422, (bad, refused.text)
+        assert refused.status_code == 400, (bad, refused.text)
         assert refused.json()["error"]["param"] == param
 
 
@@ -105,7 +107,7 @@ def test_the_client_iterates_checkpoints_page_after_page(
         live_server: LiveServer, restarted_job: dict[str, Any]) -> None:
     with Client(live_server.url, api_key=live_server.api_key) as c:
         steps = [ckpt["step_number"] for ckpt in c.iter_checkpoints(restarted_job["id"], page_size=1)]
-        assert steps == [25, 20]
+        assert steps == [35, 30, 20]
         assert c.list_checkpoints(restarted_job["id"], limit=1)["has_more"] is True
 
 
@@ -115,7 +117,7 @@ async def test_the_async_client_iterates_checkpoints(
         page = await c.list_checkpoints(restarted_job["id"], limit=1)
         rest = await c.list_checkpoints(restarted_job["id"], after=page["last_id"])
         every = [ckpt async for ckpt in c.iter_checkpoints(restarted_job["id"])]
-    assert [x["step_number"] for x in page["data"] + rest["data"]] == [25, 20]
+    assert [x["step_number"] for x in page["data"] + rest["data"]] == [35, 30, 20]
     assert every == page["data"] + rest["data"]
 
 
@@ -135,6 +137,7 @@ class _Runtime:
             path.mkdir(parents=True)
         self.job = SimpleNamespace(
             id=job_id, attempt=2, progress=SimpleNamespace(step=31, loss=0.5),
+            account_id="acct", base_model="alallo/tiny-gpt2", spec=SimpleNamespace(suffix=None),
             checkpoint=SimpleNamespace(step=31, path=str(self.kept[31])))
         saved = EventType.CHECKPOINT_SAVE
         self.events = [Event(seq=seq, created_at=100 + seq, type=t, message="", step=step)
@@ -183,6 +186,7 @@ async def test_a_restarted_job_lists_each_kept_step_once_with_the_loss_known_the
         (10, 103, 2.5),  # from the first run's log
     ]
     assert [c.path for c in found] == [str(runtime.kept[s]) for s in (31, 20, 10)]
+    assert found[0].model == f"ft:alallo--tiny-gpt2:acct::{'a' * 24}:ckpt-step-31"
     page, more = await _checkpoint_list.list_checkpoints(
         runtime, "acct", runtime.job.id, after=found[0].id, limit=1)  # type: ignore[arg-type]
     assert [c.step for c in page] == [20] and more

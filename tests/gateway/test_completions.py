@@ -105,16 +105,16 @@ def test_text_completion_and_a_stop_sequence(sdk: openai.OpenAI,
 @pytest.mark.parametrize(("body", "status", "param"), [
     ({"model": "nobody/nothing", "messages": CHAT}, 404, "model"),
     ({"model": "/etc", "messages": CHAT}, 404, "model"),  # a path on the server is no model
-    ({"model": TINY, "messages": CHAT, "max_tokens": 100_000}, 422, "max_tokens"),
-    ({"model": TINY, "messages": CHAT, "n": 2}, 422, "n"),
-    ({"model": TINY, "messages": []}, 422, "messages"),
-    ({"model": TINY, "messages": [{"role": "bot", "content": "x"}]}, 422, "messages.0.role"),
-    ({"model": TINY, "messages": CHAT, "temperature": 3}, 422, "temperature"),
-    ({"model": TINY, "messages": CHAT, "stop": ["a", "b", "c", "d", "e"]}, 422, "stop"),
+    ({"model": TINY, "messages": CHAT, "max_tokens": 100_000}, 400, "max_tokens"),
+    ({"model": TINY, "messages": CHAT, "n": 2}, 400, "n"),
+    ({"model": TINY, "messages": []}, 400, "messages"),
+    ({"model": TINY, "messages": [{"role": "bot", "content": "x"}]}, 400, "messages.0.role"),
+    ({"model": TINY, "messages": CHAT, "temperature": 3}, 400, "temperature"),
+    ({"model": TINY, "messages": CHAT, "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
     # Longer than the model's context (256 tokens): refused before a stream starts.
     ({"model": TINY, "messages": [{"role": "user", "content": "x" * 300}], "stream": True},
-     422, "messages"),
-    ({"model": TINY, "messages": CHAT, "max_tokens": 250, "stream": True}, 422, "max_tokens"),
+     400, "messages"),
+    ({"model": TINY, "messages": CHAT, "max_tokens": 250, "stream": True}, 400, "max_tokens"),
 ])
 def test_a_bad_request_is_refused_naming_the_field(live_server: LiveServer, body: dict[str, Any],
                                                    status: int, param: str) -> None:
@@ -123,6 +123,39 @@ def test_a_bad_request_is_refused_naming_the_field(live_server: LiveServer, body
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(("create", "param"), [
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"store": True}, "store"),
+    ({"extra_body": {"not_an_openai_parameter": 1}}, "not_an_openai_parameter"),
+])
+def test_a_parameter_the_server_cannot_honour_is_refused_naming_it(
+        sdk: openai.OpenAI, create: dict[str, Any], param: str) -> None:
+    # Issue 32: they were dropped, and the answer looked like one that honoured them.
+    with pytest.raises(openai.APIStatusError) as refused:
+        sdk.chat.completions.create(model=TINY, messages=CHAT, max_tokens=2,  # type: ignore[arg-type]
+                                    **create)
+    assert 400 <= refused.value.status_code < 500
+    assert refused.value.param == param and param in refused.value.message, refused.value
+
+
+def test_a_parameter_sent_with_the_value_that_asks_for_nothing_is_taken(
+        sdk: openai.OpenAI) -> None:
+    answer = sdk.chat.completions.create(
+        model=TINY, messages=CHAT, max_tokens=2, temperature=0,  # type: ignore[arg-type]
+        tools=[], logprobs=False, frequency_penalty=0, presence_penalty=0.0, store=False,
+        response_format={"type": "text"}, user="someone", parallel_tool_calls=True)
+    assert answer.choices[0].message.content is not None
+    text = sdk.completions.create(model=TINY, prompt="Hello", max_tokens=2, temperature=0,
+                                  echo=False, best_of=1, logprobs=0, user="someone")
+    assert text.choices[0].text is not None
+    with pytest.raises(openai.APIStatusError) as refused:
+        sdk.completions.create(model=TINY, prompt="Hello", max_tokens=2, echo=True)
+    assert refused.value.param == "echo"
 
 
 def test_tokens_are_charged_at_the_operators_price(server_factory: Any) -> None:

@@ -6,7 +6,7 @@ A method a path does not take answers 405 with ``Allow`` (``gateway/_errors.py``
 parameter is given once (``gateway/_query.py``) and an integer is written in ASCII digits
 (``gateway/_body.py``); every resume point a stream is given is checked
 (``gateway/_sse.py``); a JSON number with no fraction is an integer, as JSON Schema reads it;
-a cursor the server cannot read is a 422 naming it, never a 500.
+a cursor the server cannot read is a 400 naming it, never a 500.
 """
 
 from __future__ import annotations
@@ -55,16 +55,17 @@ def test_a_query_parameter_given_twice_is_refused_naming_it(api: httpx.Client,
                                                            path: str) -> None:
     # Not the last one taken and the others dropped: what was meant cannot be told.
     answer = api.get(path, params=[("limit", "5"), ("limit", "7")])
-    assert answer.status_code == 422
+    assert answer.status_code == 400
     assert answer.json()["error"] == {"code": "invalid_request", "param": "limit",
-                                      "message": "limit is given 2 times: give it once"}
+                                      "message": "limit is given 2 times: give it once",
+                                      "type": "invalid_request_error"}
 
 
 @pytest.mark.parametrize("raw", [" 5", "5 ", "+5", "1_0", "٣", "5.0", "0x5"])
 def test_a_query_integer_is_written_in_ascii_digits(api: httpx.Client, raw: str) -> None:
     # int() takes the first four; /openapi.json says integer, and no client means " 5".
     answer = api.get("/v1/fine_tuning/jobs", params={"limit": raw})
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == "limit"
     # An empty one is none given (allowEmptyValue in the document).
     assert api.get("/v1/fine_tuning/jobs", params={"limit": ""}).status_code == 200
@@ -82,7 +83,7 @@ def test_a_whole_number_is_an_integer_and_a_fraction_is_not(api: httpx.Client,
     for refused in (2.5, True):
         answer = api.post("/v1/fine_tuning/estimates",
                           json={**spec, "hyperparameters": {"n_epochs": refused}})
-        assert answer.status_code == 422
+        assert answer.status_code == 400
         assert answer.json()["error"]["param"] == "hyperparameters.n_epochs"
 
 
@@ -96,7 +97,7 @@ def test_a_whole_number_is_an_integer_and_a_fraction_is_not(api: httpx.Client,
 def test_every_resume_point_given_is_checked(api: httpx.Client, headers: dict[str, str],
                                              query: dict[str, str], param: str) -> None:
     answer = api.get("/v1/fine_tuning/jobs/ft-nothing/stream", headers=headers, params=query)
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == param
 
 
@@ -105,12 +106,12 @@ def test_every_resume_point_given_is_checked(api: httpx.Client, headers: dict[st
     ("events", "{job}-event-99999999999999999999999"),  # past the store's 64-bit integers
     ("checkpoints", "ftckpt-{hex}-²"),
 ])
-def test_a_cursor_the_server_cannot_read_is_a_422_not_a_server_error(
+def test_a_cursor_the_server_cannot_read_is_a_400_not_a_server_error(
         api: httpx.Client, ids: dict[str, str], route: str, after: str) -> None:
     job = ids["job"]
     cursor = after.format(job=job, hex=job.removeprefix("ft-"))
     answer = api.get(f"/v1/fine_tuning/jobs/{job}/{route}", params={"after": cursor})
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == "after"
 
 
@@ -123,7 +124,7 @@ def test_a_completion_the_model_cannot_run_is_refused_naming_the_field(
         api: httpx.Client, body: dict[str, object], param: str) -> None:
     answer = api.post("/v1/completions", json={"model": "alallo/tiny-gpt2", **body},
                       timeout=120)
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == param
 
 

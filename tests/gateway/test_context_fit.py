@@ -39,9 +39,10 @@ async def test_examples_over_the_context_are_cut_and_said_so(client: httpx.Async
     assert created.status_code == 200, created.text
     job_id = created.json()["id"]
     await client.post(f"/v1/fine_tuning/jobs/{job_id}/cancel")
-    events = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events")).json()["data"]
-    assert [(e["type"], e["level"], e["message"]) for e in events[:2]] == [
-        ("JOB_PENDING", "info", "Fine tune request created"), ("WARNING", "warning", CUT)]
+    events = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
+                               params={"order": "asc"})).json()["data"]
+    assert [(e["alallo_type"], e["level"], e["message"]) for e in events[:2]] == [
+        ("JOB_PENDING", "info", "Fine tune request created"), ("WARNING", "warn", CUT)]
 
     fits = (await upload(client, content=jsonl({"text": "short"}))).json()["id"]
     answer = await client.post("/v1/fine_tuning/estimates", json={**spec, "training_file": fits})
@@ -76,8 +77,8 @@ async def test_conversations_for_a_model_without_a_chat_template_are_refused(
     for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
         refused = await client.post(path, json={"model": str(model),
                                                 "training_file": chat["id"]})
-        assert refused.status_code == 422, refused.text
+        assert refused.status_code == 400, refused.text
         assert refused.json()["error"] == {
-            "code": "invalid_request", "param": "training_file",
+            "code": "invalid_request", "param": "training_file", "type": "invalid_request_error",
             "message": f"model {model} has no chat template, so it cannot train on messages "
                        'data: use the "text" or "prompt_completion" format'}

@@ -151,6 +151,23 @@ def test_a_job_is_cancelled_from_its_page_after_confirmation(page: Page,
     expect(page.locator("#events")).to_contain_text("CANCEL_REQUESTED")
 
 
+def test_a_job_is_paused_and_resumed_from_its_page(page: Page, api: httpx.Client) -> None:
+    job = create_job(api, {"type": "simulated", "step_delay_s": 0.2}, steps=10_000)
+    page.goto(f"{api.base_url}".rstrip("/") + f"/jobs/{job['id']}")
+    status = page.locator('dd[data-field="Status"]')
+    expect(status.locator(".status")).to_have_text("running")
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()
+    page.get_by_role("button", name="Pause").click()
+    expect(status.locator(".status")).to_have_text("paused")
+    expect(status).to_contain_text("Resume it to continue from step")
+    expect(page.get_by_role("button", name="Pause")).to_be_hidden()
+    page.get_by_role("button", name="Resume").click()
+    expect(status.locator(".status")).to_have_text("running")
+    expect(page.get_by_role("button", name="Resume")).to_be_hidden()
+    expect(page.locator("#events")).to_contain_text("JOB_RESUMED")
+    api.post(f"/v1/fine_tuning/jobs/{job['id']}/cancel")
+
+
 def test_serve_prints_a_sign_in_link_and_alallo_dashboard_makes_new_ones(
         browser: Browser, live_server: LiveServer) -> None:
     port = live_server.url.rsplit(":", 1)[1]

@@ -46,9 +46,9 @@ RAISED: dict[str, tuple[AlalloError, int, type[AlalloError]]] = {
     "conflict": (Conflict("file-1 is in use", param="file_id"), 409, Conflict),
     "transition": (InvalidTransition("cannot cancel: succeeded"), 409, InvalidTransition),
     "too_large": (RequestTooLarge("the body is 2 MiB"), 413, InvalidRequest),
-    "invalid": (InvalidRequest("limit must be an integer", param="limit"), 422,
+    "invalid": (InvalidRequest("limit must be an integer", param="limit"), 400,
                 InvalidRequest),
-    "invalid_file": (InvalidFile("line 7: not JSON", param="file"), 422, InvalidFile),
+    "invalid_file": (InvalidFile("line 7: not JSON", param="file"), 400, InvalidFile),
     "store": (StoreUnavailable("the store failed: connection lost"), 503, StoreUnavailable),
     # Not refusals: none should meet a request; answered 400 as they always were (and a
     # 400 reads as an InvalidRequest).
@@ -79,8 +79,9 @@ async def test_each_error_is_answered_with_its_status_and_read_back_as_its_class
         answer = await http.get(f"/v1/files/{name}")
     assert answer.status_code == status
     assert isinstance(error, ApiError) == (status == getattr(error, "status_code", None))
-    assert answer.json() == {"error": {"code": error.code, "message": error.message,
-                                       "param": error.param}}
+    assert answer.json() == {"error": {  # OpenAI's error object, its type by the status
+        "message": error.message, "param": error.param, "code": error.code,
+        "type": "server_error" if status >= 500 else "invalid_request_error"}}
 
     async with AsyncClient("http://alallo", api_key="k",
                            transport=httpx.ASGITransport(app=bare_app)) as client:

@@ -46,7 +46,7 @@ async def test_a_hub_model_in_the_cache_is_listed_trained_and_pinned(
         file_id = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
         missing = await client.post("/v1/fine_tuning/jobs", json={
             "model": "acme/missing", "training_file": file_id})
-        assert missing.status_code == 422, missing.text
+        assert missing.status_code == 400, missing.text
         error = missing.json()["error"]
         assert error["param"] == "model"
         assert error["message"].startswith(

@@ -64,7 +64,8 @@ async def final_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
 
 
 async def events_of(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
-    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events", params={"limit": 1000})
+    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
+                                params={"limit": 1000, "order": "asc", "type": "message"})
     assert response.status_code == 200, response.text
     return list(response.json()["data"])
 
@@ -87,7 +88,7 @@ def assert_failed_for_the_platform(final: dict[str, Any], events: list[dict[str,
     assert final["message"] == NOTIFIED
     assert final["error"] == {"code": "platform_error", "message": NOTIFIED, "param": None}
     assert final["price"]["charged"] - final["price"]["refunded"] == 0
-    errors = [e["message"] for e in events if e["type"] == "JOB_ERROR"]
+    errors = [e["message"] for e in events if e["alallo_type"] == "JOB_ERROR"]
     assert len(errors) == 1 and errors[0].startswith(NOTIFIED) and why in errors[0], errors
 
 
@@ -151,7 +152,7 @@ async def test_a_job_that_crashes_its_actor_at_every_start_fails_once_after_a_re
         events = await events_of(client, broken["id"])
         await assert_serves(client)
         done = await final_of(client, sound["id"])
-        sound_events = [e["type"] for e in await events_of(client, sound["id"])]
+        sound_events = [e["alallo_type"] for e in await events_of(client, sound["id"])]
         given_up = await metric(client, "alallo_actors_given_up_total")
     assert_failed_for_the_platform(final, events, "its actor failed")
     assert done["status"] == "succeeded"
@@ -163,7 +164,8 @@ async def test_a_job_that_crashes_its_actor_at_every_start_fails_once_after_a_re
     async with connect(again) as client:
         await assert_serves(client)
         assert (await job_of(client, broken["id"]))["status"] == "failed"
-        assert [e["type"] for e in await events_of(client, broken["id"])].count("JOB_ERROR") == 1
+        kinds = [e["alallo_type"] for e in await events_of(client, broken["id"])]
+        assert kinds.count("JOB_ERROR") == 1
 
 
 async def test_a_stored_row_cut_short_does_not_stop_the_start(

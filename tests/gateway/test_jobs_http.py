@@ -95,7 +95,7 @@ async def test_cancel_running_job_stops_the_trainer(client: httpx.AsyncClient,
 
     items = await read_stream(client, job["id"])
     assert items[-1][2]["status"] == "cancelled"
-    types = [data["type"] for kind, _, data in items if kind == "event"]
+    types = [data["alallo_type"] for kind, _, data in items if kind == "event"]
     after = types[types.index("CANCEL_REQUESTED") + 1:]
     # The trainer may save a checkpoint while it is being stopped; nothing else comes.
     assert after[-1] == "JOB_STOPPED" and set(after[:-1]) <= {"CHECKPOINT_SAVE"}, types
@@ -120,7 +120,7 @@ async def test_bad_training_file_is_refused_and_not_stored(
         client: httpx.AsyncClient, content: bytes, needle: str) -> None:
     before = (await client.get("/v1/files")).json()["data"]
     response = await upload(client, content=content)
-    assert response.status_code == 422
+    assert response.status_code == 400
     error = response.json()["error"]
     assert needle in error["message"] and error["param"] == "file"
     assert (await client.get("/v1/files")).json()["data"] == before
@@ -129,14 +129,14 @@ async def test_bad_training_file_is_refused_and_not_stored(
 @pytest.mark.parametrize(
     ("body", "status", "param"),
     [
-        ({"model": "no/such-model"}, 422, "model"),
-        ({"hyperparameters": {"n_epochs": -1}}, 422, "hyperparameters.n_epochs"),
-        ({"hyperparameters": {"max_steps": 10**9}}, 422, "hyperparameters.max_steps"),
-        ({"hyperparameters": {"learning_rate": 5}}, 422, "hyperparameters.learning_rate"),
-        ({"training_file": "file-nope"}, 422, "training_file"),
-        ({"adapter": "qlora"}, 422, "adapter"),
-        ({"adapter": "full", "precision": "4-bit"}, 422, "precision"),
-        ({"surprise": 1}, 422, "surprise"),
+        ({"model": "no/such-model"}, 400, "model"),
+        ({"hyperparameters": {"n_epochs": -1}}, 400, "hyperparameters.n_epochs"),
+        ({"hyperparameters": {"max_steps": 10**9}}, 400, "hyperparameters.max_steps"),
+        ({"hyperparameters": {"learning_rate": 5}}, 400, "hyperparameters.learning_rate"),
+        ({"training_file": "file-nope"}, 400, "training_file"),
+        ({"adapter": "qlora"}, 400, "adapter"),
+        ({"adapter": "full", "precision": "4-bit"}, 400, "precision"),
+        ({"surprise": 1}, 400, "surprise"),
     ],
 )
 async def test_bad_job_spec_is_refused_and_creates_nothing(
@@ -199,7 +199,7 @@ async def test_estimate_gives_time_and_price_ranges(client: httpx.AsyncClient,
     assert estimate["plan"]["device_type"] == "cpu"
     bad = await client.post("/v1/fine_tuning/estimates", json={"model": "nope",
                                                                "training_file": file_id})
-    assert bad.status_code == 422 and bad.json()["error"]["param"] == "model"
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "model"
 
 
 async def test_events_page_with_the_openai_sdk_cursor(client: httpx.AsyncClient,
@@ -209,10 +209,11 @@ async def test_events_page_with_the_openai_sdk_cursor(client: httpx.AsyncClient,
     first = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
                               params={"limit": 2})).json()
     assert first["has_more"] and len(first["data"]) == 2
+    assert first["data"][0]["alallo_type"] == "JOB_COMPLETE"  # newest first, as OpenAI's
     rest = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
-                             params={"after": first["data"][-1]["id"]})).json()
-    assert rest["data"][0]["seq"] > first["data"][-1]["seq"]
-    assert rest["data"][-1]["type"] == "JOB_COMPLETE" and not rest["has_more"]
+                             params={"after": first["data"][-1]["id"], "limit": 1000})).json()
+    assert rest["data"][0]["seq"] < first["data"][-1]["seq"]  # the page goes on, older
+    assert rest["data"][-1]["alallo_type"] == "JOB_PENDING" and not rest["has_more"]
 
 
 async def test_models_list_the_tiny_model_and_accept_a_local_directory(
@@ -233,7 +234,7 @@ async def test_models_list_the_tiny_model_and_accept_a_local_directory(
 
     relative = await client.post("/v1/fine_tuning/jobs", json={
         "model": "my-model", "training_file": file_id})
-    assert relative.status_code == 422 and "unknown model" in relative.json()["error"]["message"]
+    assert relative.status_code == 400 and "unknown model" in relative.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
@@ -248,20 +249,20 @@ async def test_json_nested_too_deep_is_refused_with_400_not_a_server_error(
                                      headers={"Content-Type": "application/json"})
         assert response.status_code == 400, response.text
         assert response.json() == {"error": {
-            "code": "invalid_json", "param": None,
+            "code": "invalid_json", "param": None, "type": "invalid_request_error",
             "message": "the body is nested deeper than 64 levels of arrays and objects"}}
     after = (await client.get("/v1/fine_tuning/jobs", params={"limit": 1000})).json()["data"]
     assert len(after) == len(before)
     assert (await client.get("/healthz")).json() == {"status": "ok"}
 
 
-async def test_a_training_file_line_nested_too_deep_is_refused_with_422(
+async def test_a_training_file_line_nested_too_deep_is_refused_with_400(
         client: httpx.AsyncClient) -> None:
     deep = b'{"text": "ok"}\n{"text": "x", "extra": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n"
     response = await upload(client, content=deep)
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     assert response.json()["error"] == {
-        "code": "invalid_file", "param": "file",
+        "code": "invalid_file", "param": "file", "type": "invalid_request_error",
         "message": "line 2: nested deeper than 64 levels of arrays and objects"}
 
 
@@ -288,5 +289,5 @@ async def test_training_settings_are_taken_and_shown_or_refused_naming_the_field
                                   ({"lora_alpha": 32}, "full", "hyperparameters")):
         refused = await client.post("/v1/fine_tuning/jobs", json=spec | {
             "adapter": adapter, "hyperparameters": hyper})
-        assert refused.status_code == 422, (hyper, refused.text)
+        assert refused.status_code == 400, (hyper, refused.text)
         assert refused.json()["error"]["param"] == param, (hyper, refused.json())

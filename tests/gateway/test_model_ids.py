@@ -1,4 +1,4 @@
-"""A model id that no retry can make right answers 422 saying what is wrong with it, on a
+"""A model id that no retry can make right answers 400 saying what is wrong with it, on a
 server that asks the hub about models its cache lacks (issue 31: it answered 503 "try
 again", and a client that retries a 5xx looped). The hub is a closed port: nothing here may
 reach it, and nothing does."""
@@ -21,7 +21,7 @@ MALFORMED = {
 }
 
 
-async def test_a_malformed_model_id_answers_422_naming_the_problem_never_503(
+async def test_a_malformed_model_id_answers_400_naming_the_problem_never_503(
         server_factory: Callable[..., LiveServer]) -> None:
     server = server_factory(HF_HUB_OFFLINE="0", HF_ENDPOINT="http://127.0.0.1:9")
     async with httpx.AsyncClient(base_url=server.url, headers=server.headers,
@@ -30,7 +30,7 @@ async def test_a_malformed_model_id_answers_422_naming_the_problem_never_503(
         for model, words in MALFORMED.items():
             for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
                 answer = await client.post(path, json={"model": model, "training_file": file_id})
-                assert answer.status_code == 422, (model[:40], answer.text[:300])
+                assert answer.status_code == 400, (model[:40], answer.text[:300])
                 error = answer.json()["error"]
                 assert error["param"] == "model"
                 assert "is not a Hugging Face hub id: " in error["message"], error["message"]

@@ -51,8 +51,8 @@ async def finish(client: httpx.AsyncClient, job_id: str) -> tuple[dict[str, Any]
     with trio.fail_after(120):
         items = await read_stream(client, job_id)
     events = (await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
-                               params={"limit": 1000})).json()["data"]
-    return items[-1][2], [e["type"] for e in events]
+                               params={"limit": 1000, "order": "asc", "type": "message"})).json()
+    return items[-1][2], [e["alallo_type"] for e in events["data"]]
 
 
 async def test_a_killed_trainer_resumes_from_its_checkpoint_and_each_step_is_paid_once(
@@ -153,7 +153,8 @@ async def test_insufficient_balance_cancels_the_job_before_it_starts(
     async with connect(server) as client:
         job = await submit(client, hyperparameters={"max_steps": 40})
         final, types = await finish(client, job["id"])
-        events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events")).json()["data"]
+        events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                                   params={"order": "asc"})).json()["data"]
     assert final["status"] == "cancelled" and final["attempt"] == 0
     assert types == ["JOB_PENDING", "CANCEL_REQUESTED", "JOB_STOPPED"]
     assert events[1]["message"].startswith("Job cancelled due to insufficient balance: ")
@@ -182,10 +183,12 @@ async def test_a_bad_wandb_key_is_refused_at_creation(live_server: LiveServer) -
             "model": "alallo/tiny-gpt2", "training_file": file["id"],
             "integrations": [{"type": "wandb", "wandb": {"project": "p",
                                                          "api_key": "x" * 17}}]})
-    assert response.status_code == 422
+    assert response.status_code == 400
     assert response.json()["error"] == {
         "code": "invalid_request", "param": "integrations.0.wandb.api_key",
-        "message": "API key must be 40 characters long, yours was 17"}
+        "type": "invalid_request_error",
+        "message": "integrations.0.wandb.api_key: API key must be 40 characters long, yours "
+                   "was 17"}
 
 
 @contextmanager
@@ -252,9 +255,10 @@ async def test_a_wandb_login_failure_at_start_cancels_with_the_seed_events(
             job = await submit(client, integrations=[
                 {"type": "wandb", "wandb": {"project": "demo", "api_key": WANDB_KEY}}])
             final, _ = await finish(client, job["id"])
-            events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events")).json()["data"]
+            events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                                       params={"limit": 1000, "order": "asc"})).json()["data"]
     assert final["status"] == "cancelled"
-    tail = [(e["type"], e["message"]) for e in events][-3:]
+    tail = [(e["alallo_type"], e["message"]) for e in events][-3:]
     assert tail[0][0] == "WANDB_INIT"
     assert tail[0][1].startswith("WandB login or init failed: ")
     assert "user is not logged in" in tail[0][1]
@@ -297,7 +301,7 @@ async def test_a_job_that_runs_too_long_is_stopped_and_costs_nothing(
         job = await submit(client, hyperparameters={"max_steps": 2000})
         final, types = await finish(client, job["id"])
         refund = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
-                                   params={"limit": 1000})).json()["data"][-1]
+                                   params={"limit": 1})).json()["data"][0]  # the newest
     assert final["status"] == "failed" and final["message"] == message
     assert "JOB_STOPPED" in types and types[-1] == "REFUND"
     # What the user pays is net of the refund: nothing; the refund is all that was charged,

@@ -49,10 +49,11 @@ def test_files_jobs_events_and_checkpoints_through_the_openai_sdk(
     assert job.id in [j.id for j in sdk.fine_tuning.jobs.list(limit=100)]
 
     events = list(sdk.fine_tuning.jobs.list_events(job.id, limit=2))  # pages by event id
-    types = [e.type for e in events]
-    assert types[0] == "JOB_PENDING" and types[-1] == "JOB_COMPLETE"
+    kinds = [e.alallo_type for e in events if e.type == "message"]  # type: ignore[attr-defined]
+    assert kinds[0] == "JOB_COMPLETE" and kinds[-1] == "JOB_PENDING"  # newest first
+    assert {e.type for e in events} == {"message", "metrics"}
     seqs = [int(e.id.rsplit("-", 1)[1]) for e in events]
-    assert seqs == sorted(set(seqs))
+    assert seqs == sorted(set(seqs), reverse=True)
 
     # Saved at step 10 and at the last step; limit=1 makes the SDK page by checkpoint id.
     checkpoints = list(sdk.fine_tuning.jobs.checkpoints.list(job.id, limit=1))

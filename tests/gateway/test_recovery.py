@@ -142,13 +142,14 @@ async def follow(client: httpx.AsyncClient, job_id: str, items: list[Item]) -> N
 
 
 async def all_events(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
-    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events", params={"limit": 1000})
+    response = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
+                                params={"limit": 1000, "order": "asc", "type": "message"})
     return list(response.json()["data"])
 
 
 def records(items: list[Item]) -> list[tuple[str, int, str]]:
     """Events and log lines as ``(kind, seq, what)``: what the store keeps of a job."""
-    return [(kind, seq, data.get("type") or data.get("text") or "")
+    return [(kind, seq, data.get("alallo_type") or data.get("text") or "")
             for kind, seq, data in items if kind in {"event", "log"}]
 
 
@@ -220,7 +221,8 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
             whole = await read_stream(client, job["id"], last_event_id=0)
         events = await all_events(client, job["id"])
         rest = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
-                                 params={"after": seen_events[-1], "limit": 1000})).json()["data"]
+                                 params={"after": seen_events[-1], "limit": 1000,
+                                         "order": "asc", "type": "message"})).json()["data"]
         restarts = await job_restarts(client)
     assert restarts == {"server_restart": 1}, "/metrics shows the restart, by its cause"
     assert_gapless(before, after, whole)
@@ -236,12 +238,12 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
     assert seqs == sorted(set(seqs))
     assert [e["seq"] for e in events] == [seq for kind, seq, _ in records(whole)
                                           if kind == "event"]
-    types = [e["type"] for e in events]
+    types = [e["alallo_type"] for e in events]
     assert types.count("JOB_RESTARTED") == 1 and types.count("JOB_START") == 2
-    (restarted,) = [e for e in events if e["type"] == "JOB_RESTARTED"]
+    (restarted,) = [e for e in events if e["alallo_type"] == "JOB_RESTARTED"]
     assert restarted["message"] == (f"Job restarted from the checkpoint at step {checkpoint}: "
                                     "the server restarted")
-    saved = [e["step"] for e in events if e["type"] == "CHECKPOINT_SAVE"]
+    saved = [e["step"] for e in events if e["alallo_type"] == "CHECKPOINT_SAVE"]
     assert saved == sorted(set(saved)) and saved[-1] == 60, "no checkpoint reported twice"
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
 
@@ -274,7 +276,7 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
     final = after[-1][2]
     assert final["status"] == "succeeded" and final["attempt"] == 2
     assert final["progress"]["step"] == 50
-    restarted = [e["message"] for e in events if e["type"] == "JOB_RESTARTED"]
+    restarted = [e["message"] for e in events if e["alallo_type"] == "JOB_RESTARTED"]
     assert restarted == [f"Job restarted from the checkpoint at step {checkpoint}: "
                          "the server restarted"]
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
@@ -331,7 +333,7 @@ async def test_requests_answered_2xx_survive_a_kill_9_right_after(
             items = await read_stream(client, job_id)
         events = await all_events(client, job_id)
     assert items[-1][2]["status"] == "cancelled"
-    types = [e["type"] for e in events]
+    types = [e["alallo_type"] for e in events]
     assert types.count("CANCEL_REQUESTED") == 1 and types[-1] == "JOB_STOPPED"
     assert "JOB_RESTARTED" not in types[types.index("CANCEL_REQUESTED"):]
     assert trainer_groups(job_id) == set()
@@ -359,9 +361,9 @@ async def test_queued_jobs_wait_again_and_all_run_after_a_kill_9(
         with trio.fail_after(180):
             finals = [(await read_stream(client, job["id"]))[-1][2]
                       for job in [first, *queued]]
-        restarted = [e["type"] for e in await all_events(client, first["id"])
+        restarted = [e["alallo_type"] for e in await all_events(client, first["id"])
                      ].count("JOB_RESTARTED")
-        others = [[e["type"] for e in await all_events(client, job["id"])] for job in queued]
+        others = [[e["alallo_type"] for e in await all_events(client, job["id"])] for job in queued]
     assert [f["status"] for f in finals] == ["succeeded"] * 4
     assert restarted == 1
     assert all(types.count("JOB_START") == 1 and "JOB_RESTARTED" not in types

@@ -83,15 +83,15 @@ async def test_storage_failing_mid_job_is_said_in_the_log_and_the_events(
             await follow_stream(c, job_id, items)
         final = items[-1][2]
         events = (await c.get(f"/v1/fine_tuning/jobs/{job_id}/events",
-                              params={"limit": 1000})).json()["data"]
+                              params={"limit": 1000, "order": "asc"})).json()["data"]
         log = (await c.get(f"/v1/fine_tuning/jobs/{job_id}/log")).json()["data"]
     assert final["status"] in FINAL and final["status"] == "succeeded"
-    warnings = [e for e in events if e["type"] == "WARNING"]
+    warnings = [e for e in events if e["alallo_type"] == "WARNING"]
     assert [e["step"] for e in warnings] == [20, 30]
     assert warnings[0]["message"].startswith(
         "Checkpoint at step 20 was not saved: the shared storage refused it (")
-    assert warnings[0]["level"] == "warning"
+    assert warnings[0]["level"] == "warn"
     told = [line["text"] for line in log if "was not saved" in line["text"]]
     assert told == [e["message"] for e in warnings]
-    saved = [e["step"] for e in events if e["type"] == "CHECKPOINT_SAVE"]
+    saved = [e["step"] for e in events if e["alallo_type"] == "CHECKPOINT_SAVE"]
     assert saved == [10], "a checkpoint the storage refused is not recorded"

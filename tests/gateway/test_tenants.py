@@ -141,8 +141,14 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("POST", "/v1/chat/completions"): BODY_REF,  # test_another_accounts_model_cannot_be_asked
     ("POST", "/v1/completions"): BODY_REF,
     ("GET", "/v1/models"): OWN_ONLY,  # the catalogue, and the caller's fine-tuned models
-    ("GET", "/v1/models/{model_id}"): BY_ID,
-    ("DELETE", "/v1/models/{model_id}"): BY_ID,
+    ("GET", "/v1/models/{model_id:model}"): BY_ID,
+    ("DELETE", "/v1/models/{model_id:model}"): BY_ID,
+    # A checkpoint model: another account's answers as an unknown id unless it is shared
+    # with the caller, who may then chat and train with it only
+    # (test_checkpoint_permissions.py); its permissions are its own account's alone.
+    ("POST", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions"): BY_ID,
+    ("GET", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions"): BY_ID,
+    ("DELETE", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}"): BY_ID,
     ("GET", "/v1/models/{model_id}/content"): BY_ID,
     ("GET", "/v1/trainers"): PUBLIC,
     ("GET", "/v1/account"): OWN_ACCOUNT,
@@ -156,11 +162,14 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/files/{file_id}"): BY_ID,
     ("GET", "/v1/files/{file_id}/content"): BY_ID,
     ("POST", "/v1/fine_tuning/estimates"): BODY_REF,
+    ("POST", "/v1/fine-tunes/estimate-price"): BODY_REF,  # test_anothers_file_in_togethers_...
     ("POST", "/v1/fine_tuning/jobs"): BODY_REF,
     ("GET", "/v1/fine_tuning/jobs"): OWN_ONLY,
     ("GET", "/v1/fine_tuning/stream"): OWN_ONLY,
     ("GET", "/v1/fine_tuning/jobs/{job_id}"): BY_ID,
     ("POST", "/v1/fine_tuning/jobs/{job_id}/cancel"): BY_ID,
+    ("POST", "/v1/fine_tuning/jobs/{job_id}/pause"): BY_ID,
+    ("POST", "/v1/fine_tuning/jobs/{job_id}/resume"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/events"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/checkpoints"): BY_ID,
     ("GET", "/v1/fine_tuning/jobs/{job_id}/log"): BY_ID,
@@ -190,7 +199,9 @@ def _path(template: str, t: Tenants, *, unknown: bool = False) -> str:
     job = "ft-" + "0" * 24 if unknown else t.running
     file = "file-" + "0" * 24 if unknown else t.file
     model = UNKNOWN_MODEL if unknown else t.model
-    return template.format(job_id=job, file_id=file, model_id=model)
+    return template.replace(":model}", "}").format(
+        job_id=job, file_id=file, model_id=model, checkpoint=f"{model}:ckpt-step-3",
+        permission_id="cp_" + "0" * 24)
 
 
 @pytest.mark.parametrize("action", ["drain", "undrain"])
@@ -209,7 +220,7 @@ def test_another_accounts_id_answers_as_an_unknown_one(tenants: Tenants, method:
     nobodys = tenants.other.request(method, _path(template, tenants, unknown=True))
     assert theirs.status_code == nobodys.status_code == 404, theirs.text
     error = theirs.json()["error"]
-    assert set(error) == {"code", "message", "param"}
+    assert set(error) == {"message", "type", "param", "code"}
     unknown_error = nobodys.json()["error"]
     for owned, unknown in ((tenants.running, "ft-" + "0" * 24), (tenants.file, "file-" + "0" * 24),
                            (tenants.model, UNKNOWN_MODEL)):
@@ -219,8 +230,8 @@ def test_another_accounts_id_answers_as_an_unknown_one(tenants: Tenants, method:
 
 def test_nothing_of_the_owners_changes(tenants: Tenants) -> None:
     for template in ("/v1/files/{file_id}", "/v1/fine_tuning/jobs/{job_id}/cancel",
-                     "/v1/models/{model_id}"):
-        method = "POST" if template.endswith("cancel") else "DELETE"
+                     "/v1/fine_tuning/jobs/{job_id}/pause", "/v1/models/{model_id}"):
+        method = "POST" if template.endswith(("cancel", "pause")) else "DELETE"
         assert tenants.other.request(method, _path(template, tenants)).status_code == 404
     assert tenants.owner.get(f"/v1/files/{tenants.file}").status_code == 200
     assert tenants.owner.get(f"/v1/models/{tenants.model}").status_code == 200
@@ -232,9 +243,11 @@ def test_nothing_of_the_owners_changes(tenants: Tenants) -> None:
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
 def test_another_accounts_model_cannot_be_asked(tenants: Tenants, path: str) -> None:
+    asked = ({"messages": [{"role": "user", "content": "Hi"}]} if "chat" in path
+             else {"prompt": "Hi"})
+
     def ask(model: str) -> httpx.Response:
-        return tenants.other.post(path, json={"model": model, "prompt": "Hi", "max_tokens": 2,
-                                              "messages": [{"role": "user", "content": "Hi"}]})
+        return tenants.other.post(path, json={"model": model, "max_tokens": 2, **asked})
 
     theirs, nobodys = ask(tenants.model), ask(UNKNOWN_MODEL)
     assert theirs.status_code == nobodys.status_code == 404, theirs.text
@@ -297,10 +310,26 @@ def test_anothers_file_in_a_job_spec_answers_as_an_unknown_file(
     unknown = "file-" + "0" * 24
     theirs = tenants.other.post(path, json=simulated(own, 2) | {field: tenants.file})
     nobodys = tenants.other.post(path, json=simulated(own, 2) | {field: unknown})
-    assert theirs.status_code == nobodys.status_code == 422
+    assert theirs.status_code == nobodys.status_code == 400
     error = theirs.json()["error"]
     assert error["param"] == field
     assert error["message"].replace(tenants.file, unknown) == nobodys.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("field", ["training_file", "validation_file"])
+def test_anothers_file_in_togethers_estimate_answers_as_an_unknown_file(
+        tenants: Tenants, field: str) -> None:
+    own = next(f["id"] for f in tenants.other.get("/v1/files").json()["data"]
+               if f["purpose"] == "fine-tune")
+    unknown = "file-" + "0" * 24
+    request = {"model": "alallo/tiny-gpt2", "training_file": own}
+    theirs = tenants.other.post("/v1/fine-tunes/estimate-price",
+                                json=request | {field: tenants.file})
+    nobodys = tenants.other.post("/v1/fine-tunes/estimate-price", json=request | {field: unknown})
+    assert theirs.status_code == nobodys.status_code == 400
+    assert theirs.json()["error"]["param"] == field
+    assert (theirs.json()["error"]["message"].replace(tenants.file, unknown)
+            == nobodys.json()["error"]["message"])
 
 
 @pytest.mark.parametrize("path", ["/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"])
@@ -319,7 +348,7 @@ def test_anothers_model_or_checkpoint_to_continue_answers_as_an_unknown_one(
         assert mine.status_code == 200, mine.text  # the owner may continue it
         theirs = tenants.other.post(path, json=simulated(own, 2) | {field: theirs_value})
         nobodys = tenants.other.post(path, json=simulated(own, 2) | {field: nobodys_value})
-        assert theirs.status_code == nobodys.status_code == 422, theirs.text
+        assert theirs.status_code == nobodys.status_code == 400, theirs.text
         error = theirs.json()["error"]
         assert error["param"] == field
         assert (error["message"].replace(theirs_value, nobodys_value)
@@ -372,8 +401,9 @@ AUTHENTICATED = sorted(k for k, v in ISOLATION.items()
 
 
 def _request(client: httpx.Client, method: str, template: str, t: Tenants) -> httpx.Response:
-    path = template.format(job_id=t.other_job, file_id="file-" + "0" * 24, node="cpu",
-                           model_id=UNKNOWN_MODEL)
+    path = template.replace(":model}", "}").format(
+        job_id=t.other_job, file_id="file-" + "0" * 24, node="cpu", model_id=UNKNOWN_MODEL,
+        checkpoint=f"{UNKNOWN_MODEL}:ckpt-step-3", permission_id="cp_" + "0" * 24)
     if (method, template) == ("POST", "/v1/files"):
         return client.post(path, files={"file": ("a.jsonl", b'{"text": "hi"}\n')})
     if path in ("/v1/fine_tuning/jobs", "/v1/fine_tuning/estimates"):
@@ -498,7 +528,7 @@ def test_files_page_with_after_and_limit_within_the_account(tenants: Tenants) ->
     with pager:
         theirs = pager.get("/v1/files", params={"after": tenants.file})
         nobodys = pager.get("/v1/files", params={"after": "file-" + "0" * 24})
-    assert theirs.status_code == nobodys.status_code == 422
+    assert theirs.status_code == nobodys.status_code == 400
     assert theirs.json()["error"]["param"] == "after"
     assert (theirs.json()["error"]["message"].replace(tenants.file, "file-" + "0" * 24)
             == nobodys.json()["error"]["message"])

@@ -184,7 +184,7 @@ async def test_a_registered_trainer_runs_by_name_and_is_listed_without_its_comma
     assert sys.executable not in json.dumps(listed), "a tenant never sees the command"
     assert final["status"] == second["status"] == "succeeded"
     assert final["trainer"] == "reporter"
-    assert unknown.status_code == 422
+    assert unknown.status_code == 400
     assert unknown.json()["error"]["param"] == "trainer.name"
     assert "reporter" in unknown.json()["error"]["message"]
 

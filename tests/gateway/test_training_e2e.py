@@ -47,7 +47,7 @@ async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
     loss_steps = [int(m.group(1)) for line in log if (m := re.search(r"Step (\d+)/30: loss", line))]
     assert loss_steps == [10, 20, 30]
 
-    types = [data["type"] for kind, _, data in items if kind == "event"]
+    types = [data["alallo_type"] for kind, _, data in items if kind == "event"]
     expected = ["JOB_PENDING", "JOB_START", "MODEL_DOWNLOAD_COMPLETE",
                 "TRAINING_DATA_DOWNLOAD_COMPLETE", "TRAINING_START", "CHECKPOINT_SAVE",
                 "TRAINING_COMPLETE", "JOB_COMPLETE"]
@@ -55,10 +55,12 @@ async def test_sample_job_trains_to_succeeded_live(client: httpx.AsyncClient,
         t for t in expected if t != "CHECKPOINT_SAVE"]
     assert types.count("CHECKPOINT_SAVE") == 3
 
-    # The events endpoint agrees with the stream, oldest first, with hashes where due.
-    events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events")).json()
-    assert [e["type"] for e in events["data"]] == types
-    assert all(e["hash"] for e in events["data"] if e["type"] == "CHECKPOINT_SAVE")
+    # The events endpoint agrees with the stream (its message events, oldest first), with
+    # hashes where due.
+    events = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/events",
+                               params={"order": "asc", "type": "message", "limit": 1000})).json()
+    assert [e["alallo_type"] for e in events["data"]] == types
+    assert all(e["hash"] for e in events["data"] if e["alallo_type"] == "CHECKPOINT_SAVE")
 
     # The checkpoint and the fine-tuned model are on disk.
     model_dir = Path(final["fine_tuned_model_path"])

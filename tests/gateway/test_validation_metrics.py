@@ -32,7 +32,8 @@ def texts(count: int, *, seed: int | None = None) -> bytes:
 
 
 async def _events(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
-    answer = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events", params={"limit": 1000})
+    answer = await client.get(f"/v1/fine_tuning/jobs/{job_id}/events",
+                              params={"limit": 1000, "order": "asc", "type": "message"})
     return list(answer.json()["data"])
 
 
@@ -83,8 +84,8 @@ async def test_a_validation_file_is_evaluated_at_each_checkpoint_and_reported_ev
     assert f"Step 10/20: validation loss {rows[10]['valid_loss']:.4f}, mean token accuracy " \
            f"{rows[10]['valid_mean_token_accuracy']:.4f}" in log
     events = await _events(client, job_id)
-    assert "VALIDATION_DATA_DOWNLOAD_COMPLETE" in [e["type"] for e in events]
-    evals = [e for e in events if e["type"] == "EVAL_COMPLETE"]
+    assert "VALIDATION_DATA_DOWNLOAD_COMPLETE" in [e["alallo_type"] for e in events]
+    evals = [e for e in events if e["alallo_type"] == "EVAL_COMPLETE"]
     assert [e["step"] for e in evals] == [10, 20]
     assert evals[0]["data"]["valid_loss"] == rows[10]["valid_loss"]
     assert evals[0]["message"].startswith("Evaluation at step 10: validation loss ")
@@ -104,7 +105,7 @@ async def test_a_validation_file_is_evaluated_at_each_checkpoint_and_reported_ev
         c["metrics"]["valid_loss"] for c in reversed(checkpoints["data"])]
     as_training = await client.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": result["id"]})
-    assert as_training.status_code == 422
+    assert as_training.status_code == 400
     assert as_training.json()["error"]["param"] == "training_file"
     assert "results file, not training data" in as_training.json()["error"]["message"]
 
@@ -137,7 +138,7 @@ async def test_early_stopping_ends_with_the_best_checkpoint_and_charges_the_step
     stopped = job["progress"]["step"]
     assert stopped < 200 and job["progress"] == {**job["progress"], "max_steps": stopped,
                                                   "percent": 100.0}
-    done = [e for e in await _events(client, job["id"]) if e["type"] == "TRAINING_COMPLETE"]
+    done = [e for e in await _events(client, job["id"]) if e["alallo_type"] == "TRAINING_COMPLETE"]
     assert len(done) == 1 and done[0]["step"] == stopped
     assert done[0]["message"].startswith(f"Training stopped early at step {stopped} of 200: "
                                          "the validation loss did not improve for 2 ")
@@ -165,10 +166,10 @@ async def test_validation_settings_without_a_validation_file_are_refused(
              "eval_steps needs a validation_file")):
         answer = await client.post("/v1/fine_tuning/jobs", json={
             "model": "alallo/tiny-gpt2", "training_file": training, **extra})
-        assert answer.status_code == 422, answer.text
+        assert answer.status_code == 400, answer.text
         assert answer.json()["error"]["param"] == param
         assert words in answer.json()["error"]["message"]
     bad = await client.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": training, "validation_file": training,
         "early_stopping": {"patience": 0}})
-    assert bad.status_code == 422 and bad.json()["error"]["param"] == "early_stopping.patience"
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "early_stopping.patience"

@@ -168,4 +168,4 @@ async def test_an_after_out_of_bounds_is_refused_as_sse_refuses_it(
             assert f"must be between 0 and 2**62, got {after}" in error["message"]
     sse = await client.get(f"/v1/fine_tuning/jobs/{job['id']}/stream",
                            params={"after": str(2**63)})
-    assert sse.status_code == 422 and sse.json()["error"]["param"] == "after"
+    assert sse.status_code == 400 and sse.json()["error"]["param"] == "after"

@@ -121,9 +121,9 @@ def test_last_step_reports_loss_and_saves(
     run = _run(_config(tmp_path, text_file, max_steps=35), tmp_path, capsys)
     assert [p.step for p in run.of(Progress) if p.loss is not None] == [10, 20, 30, 35]
     assert [c.step for c in run.of(Checkpoint)] == [10, 20, 30, 35]
-    # The newest two are kept, as the real trainer's save_total_limit does.
+    # The newest three are kept (OpenAI keeps 3), as the real trainer's save_total_limit does.
     kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
-    assert kept == ["checkpoint-30", "checkpoint-35"]
+    assert kept == ["checkpoint-20", "checkpoint-30", "checkpoint-35"]
 
 
 def test_each_step_sleeps_step_delay(
