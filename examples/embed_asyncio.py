@@ -49,7 +49,7 @@ async def main(data_dir: Path, steps: int) -> None:
                 print(f"[{item.seq}] job {item.data['status']} "
                       f"step {item.data['progress']['step']}/{item.data['progress']['max_steps']}")
             elif item.kind == "event":
-                print(f"[{item.seq}] event {item.data['type']}: {item.data['message']}")
+                print(f"[{item.seq}] event {item.data['alallo_type']}: {item.data['message']}")
         beating.cancel()
         final = await rt.get_job(account, job.id)
         print(f"finished {final.status.value}: {final.fine_tuned_model} "

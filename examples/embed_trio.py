@@ -38,7 +38,7 @@ async def main(data_dir: Path, steps: int) -> None:
                 print(f"[{item.seq}] job {data['status']} {data['message'] or ''} "
                       f"step {progress['step']}/{progress['max_steps']}")
             elif item.kind == "event":
-                print(f"[{item.seq}] event {data['type']}: {data['message']}")
+                print(f"[{item.seq}] event {data['alallo_type']}: {data['message']}")
             elif item.kind == "log":
                 print(f"[{item.seq}] log {data['text']}")
             elif item.kind == "metrics" and data.get("train_loss") is not None:

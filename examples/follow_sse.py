@@ -55,7 +55,7 @@ def show(kind: str, seq: str, data: dict[str, object]) -> None:
     if kind == "job":
         print(f"[{seq}] job {data['status']} {data['progress']}")
     elif kind == "event":
-        print(f"[{seq}] event {data['type']}: {data['message']}")
+        print(f"[{seq}] event {data['alallo_type']}: {data['message']}")
     elif kind == "log":
         print(f"[{seq}] log {data['text']}")
 

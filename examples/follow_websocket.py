@@ -59,7 +59,7 @@ def show(frame: dict[str, Any]) -> None:
     if frame["stream"] == "job":
         print(f"[{frame['seq']}] job {data['id']} {data['status']} {data['progress']}")
     elif frame["stream"] == "event":
-        print(f"[{frame['seq']}] event {data['type']}: {data['message']}")
+        print(f"[{frame['seq']}] event {data['alallo_type']}: {data['message']}")
     elif frame["stream"] == "log":
         print(f"[{frame['seq']}] log {data['text']}")
     elif frame["stream"] == "metrics" and data.get("train_loss") is not None:

@@ -147,7 +147,7 @@ def test_a_job_starts_from_a_checkpoint_model(
     assert job["status"] == "succeeded", job
     assert job["model"] == checkpoint
     assert job["fine_tuned_model"].startswith("ft:alallo--tiny-gpt2:"), "named by its base"
-    with pytest.raises(openai.UnprocessableEntityError) as refused:  # a pruned checkpoint
+    with pytest.raises(openai.BadRequestError) as refused:  # a pruned checkpoint
         sdk.fine_tuning.jobs.create(model=f"{finished['fine_tuned_model']}:ckpt-step-10",
                                     training_file=job["training_file"])
     assert refused.value.body["param"] == "model"  # type: ignore[index]

@@ -109,7 +109,7 @@ def test_permissions_page_in_either_order(world: World) -> None:
         assert [p.id for p in page.get_next_page().data] == [second.id]
         every = [p.project_id for p in permissions.list(checkpoint, limit=1)]
         assert every == [world.stranger_id, world.friend_id], "newest first, page by page"
-        with pytest.raises(openai.UnprocessableEntityError) as bad:
+        with pytest.raises(openai.BadRequestError) as bad:
             permissions.list(checkpoint, after="cp_nothing")
         assert bad.value.body["param"] == "after"  # type: ignore[index]
     finally:
@@ -124,7 +124,7 @@ def test_permissions_page_in_either_order(world: World) -> None:
 ])
 def test_a_share_with_no_such_account_is_refused_naming_the_field(
         world: World, project_ids: Any, words: str) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         world.owner.fine_tuning.checkpoints.permissions.create(world.checkpoint,
                                                                project_ids=project_ids)
     assert refused.value.body["param"].startswith("project_ids")  # type: ignore[index]
@@ -132,7 +132,7 @@ def test_a_share_with_no_such_account_is_refused_naming_the_field(
 
 
 def test_a_checkpoint_is_not_shared_with_its_own_account(world: World) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         world.owner.fine_tuning.checkpoints.permissions.create(
             world.checkpoint, project_ids=[world.owner_id])
     assert "own account" in refused.value.body["message"]  # type: ignore[index]

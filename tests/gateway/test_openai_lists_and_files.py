@@ -78,11 +78,11 @@ def test_jobs_list_filters_on_metadata_as_the_sdk_sends_it(sdk: openai.OpenAI,
 def test_metadata_beyond_openais_limits_is_refused_naming_it(
         sdk: openai.OpenAI, metadata: dict[str, str], why: str) -> None:
     file = upload(sdk)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         create(sdk, file.id, metadata)
     error = refused.value.body
     assert isinstance(error, dict) and error["param"] == "metadata" and why in error["message"]
-    with pytest.raises(openai.UnprocessableEntityError) as filtered:
+    with pytest.raises(openai.BadRequestError) as filtered:
         list(sdk.fine_tuning.jobs.list(metadata=metadata))
     assert filtered.value.body["param"] == "metadata"  # type: ignore[index]
 
@@ -110,7 +110,7 @@ def test_files_list_honours_purpose_order_limit_and_after(sdk: openai.OpenAI,
     assert page["first_id"] == page["last_id"] == mine[1]
     for raw in page["data"]:
         strictly(FileObject, raw)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         sdk.files.list(order="sideways")  # type: ignore[arg-type]
     assert refused.value.body["param"] == "order"  # type: ignore[index]
 
@@ -127,7 +127,7 @@ def test_files_create_honours_expires_after(sdk: openai.OpenAI,
     for expires_after, why in [({"anchor": "created_at", "seconds": 3599}, "between 3600"),
                                ({"anchor": "created_at", "seconds": 2_592_001}, "between"),
                                ({"anchor": "last_active_at", "seconds": 3600}, "anchor")]:
-        with pytest.raises(openai.UnprocessableEntityError) as refused:
+        with pytest.raises(openai.BadRequestError) as refused:
             upload(sdk, expires_after=expires_after)
         assert refused.value.body["param"] == "expires_after"  # type: ignore[index]
         assert why in refused.value.body["message"]  # type: ignore[index]

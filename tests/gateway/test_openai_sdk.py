@@ -96,7 +96,7 @@ def test_learning_rate_multiplier_scales_the_default_rate(sdk: openai.OpenAI,
     assert rate("auto") == pytest.approx(1e-3)
     assert rate(0.5, adapter="full") == pytest.approx(5e-5)  # full fine-tuning's 1e-4, halved
 
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         sdk.fine_tuning.jobs.create(
             model="alallo/tiny-gpt2", training_file=file_id,
             method={"type": "supervised", "supervised": {"hyperparameters": {
@@ -104,8 +104,10 @@ def test_learning_rate_multiplier_scales_the_default_rate(sdk: openai.OpenAI,
             extra_body={"hyperparameters": {"learning_rate": 0.01}, "trainer": "simulated"})
     assert refused.value.body == {  # the SDK hands over the body's "error" object
         "code": "invalid_request", "param": "hyperparameters.learning_rate_multiplier",
-        "message": "give learning_rate or learning_rate_multiplier, not both"}
-    with pytest.raises(openai.UnprocessableEntityError):
+        "type": "invalid_request_error",
+        "message": "hyperparameters.learning_rate_multiplier: give learning_rate or "
+                   "learning_rate_multiplier, not both"}
+    with pytest.raises(openai.BadRequestError):
         sdk.fine_tuning.jobs.create(
             model="alallo/tiny-gpt2", training_file=file_id,
             hyperparameters={"learning_rate_multiplier": -1},  # OpenAI's older, top-level form

@@ -202,7 +202,8 @@ async def test_a_trainer_sees_no_server_secret_and_runs_in_its_jobs_directory(
         log = await log_of(client, job_id)
     seen = dict(line[len("env "):].split("=", 1) for line in log if line.startswith("env "))
     assert seen, log
-    assert not [name for name in seen if name.startswith("ALALLO_")]
+    # No setting of the server's: the protocol's own variables only (docs/trainer-protocol.md).
+    assert [name for name in seen if name.startswith("ALALLO_")] == ["ALALLO_PAUSE_FILE"]
     for name, value in SECRETS.items():
         assert name not in seen
         assert not any(value in line for line in log), f"{name}'s value reached the trainer"
@@ -211,6 +212,7 @@ async def test_a_trainer_sees_no_server_secret_and_runs_in_its_jobs_directory(
     assert seen["CUDA_VISIBLE_DEVICES"] == "", "a job on the CPU node sees no GPU"
     cwd = next(line[len("cwd "):] for line in log if line.startswith("cwd "))
     assert Path(cwd) == (server.data_dir / "jobs" / job_id / "attempt-1").resolve()
+    assert Path(seen["ALALLO_PAUSE_FILE"]).parent == Path(cwd), "a file of its run's own"
 
 
 async def test_an_allowed_account_may_send_a_command_until_the_right_is_taken_back(

@@ -88,7 +88,7 @@ async def test_openais_wandb_form_logs_in_with_the_stored_key(
                 "extra_body": {"hyperparameters": {"max_steps": 3},
                                "trainer": {"type": "simulated", "step_delay_s": 0}}}
 
-        with pytest.raises(openai.UnprocessableEntityError) as refused:
+        with pytest.raises(openai.BadRequestError) as refused:
             sdk.fine_tuning.jobs.create(**spec)  # type: ignore[arg-type]
         assert refused.value.body["param"] == "integrations"  # type: ignore[index]
         assert "alallo accounts set" in refused.value.body["message"]  # type: ignore[index]
@@ -114,7 +114,7 @@ async def test_openais_wandb_form_logs_in_with_the_stored_key(
         assert final.status == "cancelled"  # the stand-in refused it: the seed's auto-cancel
 
         assert (await set_account(server, "--forget-wandb-key"))["wandb_key_stored"] is False
-        with pytest.raises(openai.UnprocessableEntityError):
+        with pytest.raises(openai.BadRequestError):
             sdk.fine_tuning.jobs.create(**spec)  # type: ignore[arg-type]
         sdk.close()
 

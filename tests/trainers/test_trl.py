@@ -124,10 +124,10 @@ def runs(
                          weight_decay=0.01, **short),
         "bad_targets": _config(root / "bad-targets", tiny_model, text_file,
                                lora_target_modules=["no_such_module"], **short),
-        # Two steps, a loss at each: twice with one seed, once with another.
-        **{name: _config(root / name, tiny_model, text_file, seed=seed, max_steps=2,
+        # Two steps, a loss at each, twice with one seed.
+        **{name: _config(root / name, tiny_model, text_file, seed=7, max_steps=2,
                          logging_steps=1, save_steps=2)
-           for name, seed in (("seed-7", 7), ("seed-7-again", 7), ("seed-8", 8))},
+           for name in ("seed-7", "seed-7-again")},
         # The user's own model (an absolute path) whose config.json is "{}".
         "users_model": _config(root / "users", _broken_model(root / "users-model"), text_file,
                                model_name=str(root / "users-model")),
@@ -231,7 +231,6 @@ def test_the_same_seed_on_the_same_data_trains_the_same_numbers(
 
     assert losses("seed-7") == losses("seed-7-again")
     assert sorted(losses("seed-7")) == [1, 2]
-    assert losses("seed-8") != losses("seed-7")  # another seed: another adapter, data order
 
 
 def test_messages_data_trains(runs: dict[str, _Started]) -> None:
