@@ -24,6 +24,7 @@ Markers (registered in pyproject.toml; ``make test`` selects with ``-m``):
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,6 +103,17 @@ def _test_databases() -> Iterator[None]:
     drop_orphan_databases()
     yield
     drop_databases()
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_untouched() -> Iterator[None]:
+    """No test, and nothing a test's server or trainer does as root, changes ``/dev/null``
+    (once it was found 0644, and every later trainer, initdb and shell of another user
+    failed writing to it: the test that does it fails, not those after it)."""
+    yield
+    mode = os.stat("/dev/null").st_mode
+    assert stat.S_ISCHR(mode) and stat.S_IMODE(mode) == 0o666, (
+        f"/dev/null is now {stat.filemode(mode)}: this test changed it")
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import sqlalchemy as sa
 import structlog
@@ -226,6 +227,46 @@ class Cluster:
             if c.dialect.name == "postgresql":
                 c.execute(sa.select(sa.func.pg_notify(
                     "alallo", f"c {self.node_id} {job_id} -")))
+        await self.store.transaction(run)
+
+    async def request_pause(self, job_id: str, request: Literal["pause", "resume"]) -> bool:
+        """Record a pause or a resume for the job's owner (the latest asked wins), and tell
+        it (``pg_notify`` on commit, a ``p`` notice).
+
+        Returns:
+            False, recording nothing, when the job has ended or a cancel of it was asked
+            through another node (a cancel wins over a pause).
+        """
+        def run(c: sa.Connection) -> bool:
+            done = c.execute(jobs.update().where(
+                jobs.c.id == job_id, jobs.c.status.in_(LIVE_STATUSES),
+                sa.not_(jobs.c.cancel_requested)).values(pause_request=request)).rowcount
+            if done and c.dialect.name == "postgresql":
+                c.execute(sa.select(sa.func.pg_notify(
+                    "alallo", f"p {self.node_id} {job_id} -")))
+            return bool(done)
+        return await self.store.transaction(run)
+
+    async def owned_pause_requests(self, job_ids: list[str] | None = None,
+                                   ) -> list[tuple[str, str, bool]]:
+        """This node's live jobs (of ``job_ids``, or all) with a pause or resume asked through
+        another node: ``(job id, "pause" or "resume", whether a cancel was asked too)``."""
+        def run(c: sa.Connection) -> list[tuple[str, str, bool]]:
+            query = sa.select(jobs.c.id, jobs.c.pause_request, jobs.c.cancel_requested).where(
+                jobs.c.owner == self.node_id, jobs.c.pause_request.is_not(None),
+                jobs.c.status.in_(LIVE_STATUSES))
+            if job_ids is not None:
+                query = query.where(jobs.c.id.in_(job_ids))
+            return [(job_id, str(request), bool(cancel))
+                    for job_id, request, cancel in c.execute(query.order_by(jobs.c.number))]
+        return await self.store.transaction(run)
+
+    async def clear_pause_request(self, job_id: str, request: str) -> None:
+        """Forget a pause or resume request the owner has taken (not one asked since)."""
+        def run(c: sa.Connection) -> None:
+            c.execute(jobs.update().where(jobs.c.id == job_id,
+                                          jobs.c.pause_request == request)
+                      .values(pause_request=None))
         await self.store.transaction(run)
 
     async def run(self, adopt: Callable[[list[Claim]], Awaitable[None]]) -> None:

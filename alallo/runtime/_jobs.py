@@ -1,6 +1,6 @@
 """A job as the API asks for it: created, read (from memory while this process owns it),
-listed, its events and training log, paused and resumed, and cancelled, here or (cancel) in
-the process that owns it
+listed, its events and training log, paused and resumed, and cancelled, here or in the
+process that owns it
 (:meth:`alallo.Runtime.create_job`, :meth:`~alallo.Runtime.get_job` and their siblings)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import cast
+from typing import Literal, cast
 
 import trio
 
@@ -55,7 +55,8 @@ class Jobs:
 
     Args:
         store: the jobs, their events and log.
-        cluster: which jobs this process owns; cancel requests for the others.
+        cluster: which jobs this process owns; cancel, pause and resume requests for the
+            others.
         live_jobs: the owned jobs answered from memory.
         starter: starts a new job's actor; a cancel waits until the job's actor has started.
         bus: the runtime's event bus (a cancel elsewhere waits for the owner's change).
@@ -220,11 +221,47 @@ class Jobs:
                 except ActorStopped:
                     pass  # the job ended meanwhile: answer from what the store says
             elif not self._cluster.owns(job_id):
-                verb = "pause" if isinstance(message, PauseJob) else "resume"
-                raise InvalidTransition(f"cannot {verb} {shown(job_id)} here: another server "
-                                        "process runs it; ask that one (its address serves it)")
+                return await self._pause_elsewhere(account_id, job, message)
             job = await self.get_job(account_id, job_id)
         lifecycle.apply(job, refusal(now=time.time()))  # refuses a final job
+        return job
+
+    async def _pause_elsewhere(self, account_id: str, job: Job,
+                               message: PauseJob | ResumeJob) -> Job:
+        """Pause or resume a job another process owns: record the request (it survives that
+        process) and, on PostgreSQL, wait (bounded) until the owner has taken it; the job as
+        it then is (``paused`` or pausing, ``queued`` or on; or how a race ended it).
+
+        Raises:
+            InvalidTransition: the job has finished, is being cancelled (a cancel asked through
+                any process wins), or (resume) is not paused (409).
+        """
+        pause = isinstance(message, PauseJob)
+        request: Literal["pause", "resume"] = "pause" if pause else "resume"
+        asked = (lifecycle.PauseRequested if pause else lifecycle.ResumeRequested)(
+            now=time.time())
+        if not lifecycle.apply(job, asked).changed:  # refuses as the owner would
+            return job  # paused or pausing already
+
+        def taken(job: Job) -> bool:
+            if pause:
+                return job.pause_requested or job.status.is_final or job.status in (
+                    JobStatus.PAUSED, JobStatus.CANCELLING)
+            return job.status is not JobStatus.PAUSED
+
+        with self._bus.subscribe(job_id=job.id) as subscription:
+            recorded = await self._cluster.request_pause(job.id, request)
+            job = await self.get_job(account_id, job.id)
+            if not recorded:
+                lifecycle.apply(job, asked)  # refuses a job that ended meanwhile
+                raise InvalidTransition(f"cannot {request} {shown(job.id)}: "
+                                        "it is being cancelled")
+            if self._store.is_postgres:
+                with trio.move_on_after(CANCEL_TIMEOUT_S):
+                    while not taken(job):
+                        with contextlib.suppress(Lagged):
+                            await subscription.receive_batch()
+                        job = await self.get_job(account_id, job.id)
         return job
 
     async def _cancel_elsewhere(self, account_id: str, job_id: str) -> Job:

@@ -6,8 +6,8 @@ delivered when, and only if, the change commits. Each process LISTENs on a
 connection of its own and, for a notice from another process, wakes the
 local subscribers of that job and of its account (:meth:`EventBus.nudge`):
 they read what they missed from the store, so the items, their order and
-their ids are exactly the owner's. A cancel asked through another process
-arrives the same way (``c`` notices) for the job's owner.
+their ids are exactly the owner's. A cancel, a pause or a resume asked through
+another process arrives the same way (``c`` and ``p`` notices) for the job's owner.
 
 The server is Trio and psycopg's notification generator blocks, so the
 connection is used through psycopg's non-blocking libpq layer: wait until
@@ -42,6 +42,7 @@ def libpq_url(url: str) -> str:
 
 async def listen(url: str, node_id: str, bus: EventBus, *,
                  on_cancel: Callable[[str], None], on_connected: Callable[[], None],
+                 on_pause: Callable[[str], None],
                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """LISTEN for other processes' changes forever (a background task).
 
@@ -50,6 +51,8 @@ async def listen(url: str, node_id: str, bus: EventBus, *,
         node_id: this node; its own notices are ignored (its bus already has them).
         bus: whose subscribers a change wakes.
         on_cancel: called with a job id when another node asks to cancel it.
+        on_pause: called with a job id when another node asks to pause or resume it (the
+            request is in the job's row: :meth:`alallo.cluster.Cluster.request_pause`).
         on_connected: called after each (re)connection, once LISTEN is in effect.
 
     ``task_status.started()`` is called once the first LISTEN is in effect.
@@ -77,7 +80,7 @@ async def listen(url: str, node_id: str, bus: EventBus, *,
                 await trio.lowlevel.wait_readable(pgconn.socket)
                 pgconn.consume_input()
                 while (notice := pgconn.notifies()) is not None:
-                    _dispatch(notice.extra.decode(), node_id, bus, on_cancel)
+                    _dispatch(notice.extra.decode(), node_id, bus, on_cancel, on_pause)
         except (psycopg.Error, OSError) as exc:
             log.warning("notify.connection_lost", error=str(exc))
         finally:
@@ -86,12 +89,14 @@ async def listen(url: str, node_id: str, bus: EventBus, *,
 
 
 def _dispatch(payload: str, node_id: str, bus: EventBus,
-              on_cancel: Callable[[str], None]) -> None:
+              on_cancel: Callable[[str], None], on_pause: Callable[[str], None]) -> None:
     parts = payload.split(" ")
     if len(parts) != 4:
         return
     kind, origin, job_id, account_id = parts
     if kind == "c":
         on_cancel(job_id)
+    elif kind == "p":
+        on_pause(job_id)
     elif kind == "j" and origin != node_id:
         bus.nudge(job_id, account_id)

@@ -1,6 +1,7 @@
 """Jobs that move: those whose leases lapsed (recovered at start, adopted from a stopped
-process, :mod:`alallo.cluster._cluster`), those on a node being drained, and cancel requests
-that reach a job's owner through the store (on PostgreSQL, a NOTIFY: :mod:`alallo.runtime._notify`)."""
+process, :mod:`alallo.cluster._cluster`), those on a node being drained, and the cancel, pause
+and resume requests that reach a job's owner through the store (on PostgreSQL, a NOTIFY:
+:mod:`alallo.runtime._notify`)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from typing import cast
 
 import trio
 
-from actors import ActorRef, ActorStopped
+from actors import ActorError, ActorRef, ActorStopped
 
-from .._errors import NotFound
+from .._errors import InvalidTransition, NotFound
 from ..capacity import Drain, Pool, SchedulerMessage
 from ..cluster import ADOPTED_CAUSE, Claim, Cluster
 from ..store import JobCheckpoints, Store, StoreUnavailable
 from ._bus import EventBus
-from ._job_messages import CancelJob, JobMessage, RescheduleJob
+from ._job_messages import CancelJob, JobMessage, PauseJob, RescheduleJob, ResumeJob
 from ._notify import listen
 from ._planning import SCHEDULER_ASK_S
 from ._starter import Starter
@@ -26,9 +27,13 @@ from ._training_files import TrainingFiles
 
 __all__ = ["Relocation"]
 
+PAUSE_ASK_S = 30.0
+"""How long a pause or resume asked through another process waits for the job's actor."""
+
 
 class Relocation:
-    """Starts the actors of jobs this process took over, and hands cancels to their actors.
+    """Starts the actors of jobs this process took over, and hands them the cancels, pauses
+    and resumes asked through other processes.
 
     Args:
         store: the jobs to start, read in bulk.
@@ -56,6 +61,8 @@ class Relocation:
         self._files = files
         self._checkpoints = checkpoints
         self._actor = actor
+        self._tasks: trio.Nursery | None = None
+        """Where requests taken from the store are handed on (open while :meth:`services` runs)."""
 
     async def drain_node(self, name: str, *, on: bool = True) -> list[str]:
         """Stop placing jobs on a node and move the jobs running there, each from its
@@ -86,14 +93,21 @@ class Relocation:
         """Heartbeat and adoption, and on PostgreSQL the LISTEN of other processes' changes,
         while the block runs."""
         async with trio.open_nursery() as nursery:
+            self._tasks = nursery
             if self._store.is_postgres:
                 await nursery.start(partial(
                     listen, self._store.url, self._cluster.node_id, self._bus,
                     on_cancel=partial(self._on_cancel_notice, nursery),
+                    on_pause=self._on_pause_notice,
                     on_connected=partial(nursery.start_soon, self._cancel_requested_jobs)))
+            else:  # no notices: the requests recorded before this process started
+                nursery.start_soon(self.take_pause_requests)
             nursery.start_soon(self._cluster.run, self.adopt)
-            yield
-            nursery.cancel_scope.cancel()
+            try:
+                yield
+            finally:
+                self._tasks = None
+                nursery.cancel_scope.cancel()
 
     async def adopt(self, claims: list[Claim]) -> None:
         """Run the jobs whose leases this process took from a stopped one."""
@@ -106,6 +120,8 @@ class Relocation:
                 # writes with the new epoch now, and takes the cancel asked meanwhile.
                 await self.tell_cancel(claim.job_id)
         await self.queue_starts(fresh, cause=ADOPTED_CAUSE)
+        if claims and self._tasks is not None:  # a pause or resume asked of the stopped owner
+            self._tasks.start_soon(self.take_pause_requests, [c.job_id for c in claims])
 
     async def queue_starts(self, job_ids: list[str], cause: str | None = None) -> None:
         """Start the actors of these jobs in the background, oldest first (recovery, adoption).
@@ -134,12 +150,37 @@ class Relocation:
             with contextlib.suppress(ActorStopped):
                 await ref.tell(CancelJob())
 
+    async def take_pause_requests(self, job_ids: list[str] | None = None) -> None:
+        """Hand the pauses and resumes asked through other processes of this process's jobs
+        (of ``job_ids``, or all) to their actors, once started, and forget each one taken.
+
+        A request the actor refuses (a resume of a job that is not paused, a pause of one
+        being cancelled) is forgotten too: the process that recorded it has answered already.
+        A job with a cancel asked is not paused (the cancel wins; it comes its own way).
+        """
+        with contextlib.suppress(StoreUnavailable):
+            for job_id, request, cancelled in await self._cluster.owned_pause_requests(job_ids):
+                if not cancelled:
+                    await self._starter.wait_started(job_id)
+                    ref = self._actor(job_id)
+                    if ref is None:
+                        continue  # not running here (any more): its next owner takes it
+                    message = PauseJob() if request == "pause" else ResumeJob()
+                    with contextlib.suppress(ActorError, InvalidTransition):
+                        await ref.ask(message, timeout=PAUSE_ASK_S)
+                await self._cluster.clear_pause_request(job_id, request)
+
+    def _on_pause_notice(self, job_id: str) -> None:
+        if self._cluster.owns(job_id) and self._tasks is not None:
+            self._tasks.start_soon(self.take_pause_requests, [job_id])
+
     def _on_cancel_notice(self, nursery: trio.Nursery, job_id: str) -> None:
         if self._cluster.owns(job_id):
             nursery.start_soon(self.tell_cancel, job_id)
 
     async def _cancel_requested_jobs(self) -> None:
-        # A cancel notice sent while this process was not listening is in the store.
+        # A notice sent while this process was not listening: its request is in the store.
         with contextlib.suppress(StoreUnavailable):
             for job_id in await self._cluster.owned_cancel_requests():
                 await self.tell_cancel(job_id)
+        await self.take_pause_requests()

@@ -90,10 +90,12 @@ jobs = sa.Table(
     # an identity on PostgreSQL, the next after the largest on SQLite.
     sa.Column("number", sa.BigInteger, sa.Identity(), nullable=False, index=True, unique=True),
     # The job's lease (alallo.cluster._cluster): the node that runs its actor, and the
-    # fencing token that node writes with; a cancel asked through another node.
+    # fencing token that node writes with; a cancel, a pause or a resume ("pause",
+    # "resume": the latest, until the owner has taken it) asked through another node.
     sa.Column("owner", sa.String(64), nullable=True, index=True),
     sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("pause_request", sa.String(8), nullable=True),
 )
 nodes = sa.Table(
     # One row per alallo process (alallo.cluster._cluster): times are the database's clock, in s.

@@ -79,7 +79,8 @@ def test_a_last_event_id_pattern_takes_exactly_the_ids_below_its_bound() -> None
     assert [n for n in range(3000) if small.fullmatch(str(n))] == list(range(1235))
 
 
-@pytest.mark.any_backend  # the document and the answers are the subject, not the store
+@pytest.mark.once_on_postgres  # the document and the answers are the subject, not the store;
+# it runs once, in the PostgreSQL pass, the shorter of the two (the passes' balance)
 def test_schemathesis_with_every_check_finds_nothing_off_the_document(
         server_factory: Callable[..., LiveServer], tmp_path: Path) -> None:
     # A server of its own: the jobs the probe creates train one at a time and end with it.
