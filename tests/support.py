@@ -193,6 +193,19 @@ async def upload(client: httpx.AsyncClient, path: Path | None = None, *,
                              data={"purpose": "fine-tune"})
 
 
+async def create_simulated(client: httpx.AsyncClient, file_id: str, *, steps: int,
+                           step_delay_s: float) -> dict[str, Any]:
+    """A job of the simulated trainer (``steps`` steps, ``step_delay_s`` each) on
+    ``file_id``, as ``POST /v1/fine_tuning/jobs`` answers it (asserting 200)."""
+    response = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file_id,
+        "hyperparameters": {"max_steps": steps},
+        "trainer": {"type": "simulated", "step_delay_s": step_delay_s},
+    })
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
 async def job_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     """The job object, as ``GET /v1/fine_tuning/jobs/{id}`` answers it (asserting 200)."""
     response = await client.get(f"/v1/fine_tuning/jobs/{job_id}")

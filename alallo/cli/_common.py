@@ -108,6 +108,14 @@ def status_text(job: Mapping[str, Any]) -> Text:
     return text
 
 
+def show_job(job: Mapping[str, Any], as_json: bool) -> None:
+    """What a command that acts on one job prints: the job as JSON, or its id and status."""
+    if as_json:
+        print_json(job)
+        return
+    console().print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+
+
 def error_text(job: Mapping[str, Any]) -> str | None:
     """The job's error, when it says more than its message already does.
 

@@ -3,17 +3,7 @@
 
 from __future__ import annotations
 
-from rich.text import Text
-
-from alallo.cli._common import (
-    ApiKeyOption,
-    JsonOption,
-    UrlOption,
-    console,
-    open_client,
-    print_json,
-    status_text,
-)
+from alallo.cli._common import ApiKeyOption, JsonOption, UrlOption, open_client, show_job
 from alallo.cli._jobs import JobIdArgument, jobs_app
 
 __all__ = ["pause", "resume"]
@@ -29,11 +19,7 @@ def pause(
     """Pause a job: it saves a checkpoint, frees its capacity and costs nothing until you
     resume it (alallo jobs resume). A queued job pauses at once."""
     with open_client(url, api_key) as client:
-        job = client.pause_job(job_id)
-    if as_json:
-        print_json(job)
-        return
-    console().print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+        show_job(client.pause_job(job_id), as_json)
 
 
 @jobs_app.command("resume")
@@ -45,8 +31,4 @@ def resume(
 ) -> None:
     """Resume a paused job: it is queued again and continues from its checkpoint."""
     with open_client(url, api_key) as client:
-        job = client.resume_job(job_id)
-    if as_json:
-        print_json(job)
-        return
-    console().print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+        show_job(client.resume_job(job_id), as_json)

@@ -27,6 +27,7 @@ from alallo.cli._common import (
     price_text,
     print_json,
     progress_text,
+    show_job,
     status_text,
     time_left_text,
     timestamp,
@@ -246,11 +247,7 @@ def cancel(
 ) -> None:
     """Cancel a job. A queued job costs nothing; a running one pays the steps done."""
     with open_client(url, api_key) as client:
-        job = client.cancel_job(job_id)
-    if as_json:
-        print_json(job)
-        return
-    console().print(Text.assemble((job["id"], "bold"), "  ", status_text(job)))
+        show_job(client.cancel_job(job_id), as_json)
 
 
 @jobs_app.command("events")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ._schema import job_items
+from ._schema import SEQ_MAX, job_items
 
 if TYPE_CHECKING:
     from ._store import Store
@@ -43,7 +43,9 @@ async def item_page(store: Store, job_id: str, *, kinds: Sequence[str], cursor: 
     query = sa.select(table.kind, table.seq, table.data).where(
         table.job_id == job_id, table.kind.in_(list(kinds)))
     if cursor is not None:
-        query = query.where(table.seq < cursor if newest_first else table.seq > cursor)
+        # A cursor past what the column holds (PostgreSQL refuses it) is past every item.
+        query = query.where(table.seq <= min(cursor - 1, SEQ_MAX) if newest_first
+                            else table.seq > min(cursor, SEQ_MAX))
     query = query.order_by(table.seq.desc() if newest_first else table.seq).limit(limit)
 
     def run(connection: sa.Connection) -> list[tuple[str, int, dict[str, Any]]]:

@@ -9,7 +9,12 @@ import sqlalchemy as sa
 
 from .._status import JobStatus
 
-__all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "account_secrets", "accounts", "api_keys",
+SEQ_MAX = 2**31 - 1
+"""The largest ``seq`` and feed ``position`` the columns hold (PostgreSQL's ``integer``): a
+cursor past it (the API takes up to 2**62) is read as "after everything", never sent
+to the database, which would refuse it as out of range."""
+
+__all__ = ["LIVE_STATUSES", "NOTIFY_CHANNEL", "SEQ_MAX", "account_secrets", "accounts", "api_keys",
            "checkpoint_permissions", "files",
            "job_feed", "job_items", "jobs", "ledger", "metadata", "nodes", "server_secrets",
            "sessions"]

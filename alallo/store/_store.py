@@ -33,7 +33,7 @@ from ._group_commit import GroupCommit
 from ._job_lists import JobLists
 from ._permissions import PermissionRows
 from ._saves import Save, balance_of, charge_usage, save_many
-from ._schema import LIVE_STATUSES, job_feed, job_items, jobs, ledger
+from ._schema import LIVE_STATUSES, SEQ_MAX, job_feed, job_items, jobs, ledger
 from ._sessions import SessionRows
 from ._tolerant import UnreadableRow, read_job
 
@@ -286,7 +286,7 @@ class Store(AccountRows, FileRows, JobLists, PermissionRows, SessionRows):
         """
         def run(c: sa.Connection) -> list[tuple[str, int, dict[str, Any]]]:
             query = (sa.select(job_items.c.kind, job_items.c.seq, job_items.c.data)
-                     .where(job_items.c.job_id == job_id, job_items.c.seq > after,
+                     .where(job_items.c.job_id == job_id, job_items.c.seq > min(after, SEQ_MAX),
                             job_items.c.kind.in_(kinds))
                      .order_by(job_items.c.seq))
             if attempt is not None:
@@ -307,7 +307,8 @@ class Store(AccountRows, FileRows, JobLists, PermissionRows, SessionRows):
             rows = c.execute(
                 sa.select(job_feed.c.position, jobs.c.state)
                 .join(jobs, jobs.c.id == job_feed.c.job_id)
-                .where(job_feed.c.account_id == account_id, job_feed.c.position > after)
+                .where(job_feed.c.account_id == account_id,
+                       job_feed.c.position > min(after, SEQ_MAX))
                 .order_by(job_feed.c.position).limit(limit))
             return [(int(p), job) for p, state in rows if (job := _readable(state)) is not None]
         return await self._read(run)

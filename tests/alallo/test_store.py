@@ -433,3 +433,27 @@ async def test_concurrent_questions_of_command_rights_are_answered_each_in_one_q
         assert await store.allows_commands("acct-trusted") is False
     finally:
         store.close()
+
+
+async def test_a_cursor_past_what_the_columns_hold_is_past_every_item(
+        tmp_path: Path, database_url: str) -> None:
+    # The API takes resume points up to 2**62; PostgreSQL's integer columns end at 2**31 - 1
+    # and refused such a cursor ("integer out of range": a 503), found by schemathesis.
+    from alallo.store import item_page
+
+    job, events = await job_template(tmp_path)
+    store = Store(database_url)
+    await trio.to_thread.run_sync(store.open)
+    try:
+        await store.ensure_account(job.account_id, "a", 100.0, job.created_at)
+        await store.save_job(job, events, insert=True)
+        far = 2**62 - 1
+        assert await store.items_after(job.id, far) == []
+        assert await store.job_feed_after(job.account_id, far) == []
+        assert await item_page(store, job.id, kinds=("event",), cursor=far, limit=5,
+                               newest_first=False) == []
+        newest = await item_page(store, job.id, kinds=("event",), cursor=far, limit=5,
+                                 newest_first=True)
+        assert [seq for _, seq, _ in newest] == sorted((e.seq for e in events), reverse=True)[:5]
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from browser import CHROMIUM_ARGS, chromium
-from support import LiveServer
+from support import EXAMPLES, LiveServer, upload
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +38,11 @@ async def client(live_server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=live_server.url, headers=live_server.headers,
                                  timeout=120) as c:
         yield c
+
+
+@pytest.fixture
+async def file_id(client: httpx.AsyncClient) -> str:
+    """The id of ``examples/sample.jsonl`` uploaded to the live server."""
+    response = await upload(client, EXAMPLES / "sample.jsonl")
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])

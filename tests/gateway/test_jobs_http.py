@@ -9,25 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support import EXAMPLES, LiveServer, read_stream, statuses, upload, wait_for_job
-
-
-@pytest.fixture
-async def file_id(client: httpx.AsyncClient) -> str:
-    response = await upload(client, EXAMPLES / "sample.jsonl")
-    assert response.status_code == 200, response.text
-    return str(response.json()["id"])
-
-
-async def create_simulated(client: httpx.AsyncClient, file_id: str, *, steps: int,
-                           step_delay_s: float) -> dict[str, Any]:
-    response = await client.post("/v1/fine_tuning/jobs", json={
-        "model": "alallo/tiny-gpt2", "training_file": file_id,
-        "hyperparameters": {"max_steps": steps},
-        "trainer": {"type": "simulated", "step_delay_s": step_delay_s},
-    })
-    assert response.status_code == 200, response.text
-    return dict(response.json())
+from support import LiveServer, create_simulated, read_stream, statuses, upload, wait_for_job
 
 
 async def wait_for_step(client: httpx.AsyncClient, job_id: str, step: int) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from support import (
     EXAMPLES,
     LiveServer,
     Servers,
+    create_simulated,
     job_of,
     read_stream,
     upload,
@@ -25,24 +26,6 @@ from support import (
 )
 
 pytestmark = pytest.mark.any_backend
-
-
-@pytest.fixture
-async def file_id(client: httpx.AsyncClient) -> str:
-    response = await upload(client, EXAMPLES / "sample.jsonl")
-    assert response.status_code == 200, response.text
-    return str(response.json()["id"])
-
-
-async def create(client: httpx.AsyncClient, file_id: str, *, steps: int,
-                 step_delay_s: float) -> dict[str, Any]:
-    response = await client.post("/v1/fine_tuning/jobs", json={
-        "model": "alallo/tiny-gpt2", "training_file": file_id,
-        "hyperparameters": {"max_steps": steps},
-        "trainer": {"type": "simulated", "step_delay_s": step_delay_s},
-    })
-    assert response.status_code == 200, response.text
-    return dict(response.json())
 
 
 def event_types(items: list[tuple[str, int, dict[str, Any]]]) -> list[str]:
@@ -58,7 +41,7 @@ def as_openai(job: dict[str, Any]) -> FineTuningJob:
 
 async def test_pause_saves_a_checkpoint_frees_the_capacity_and_resume_continues_from_it(
         client: httpx.AsyncClient, file_id: str, live_server: LiveServer) -> None:
-    job = await create(client, file_id, steps=20, step_delay_s=0.1)
+    job = await create_simulated(client, file_id, steps=20, step_delay_s=0.1)
     await wait_for_job(client, job["id"], lambda j: j["progress"]["step"] >= 3)
 
     with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=live_server.api_key,
@@ -96,7 +79,7 @@ async def test_pause_saves_a_checkpoint_frees_the_capacity_and_resume_continues_
     assert f"from the checkpoint at step {step}: resumed by user" in restarted["message"]
 
     # No step is charged twice: the job costs what the same job run at once costs.
-    whole = await create(client, file_id, steps=20, step_delay_s=0.1)
+    whole = await create_simulated(client, file_id, steps=20, step_delay_s=0.1)
     assert (await read_stream(client, whole["id"]))[-1][2]["status"] == "succeeded"
     assert final["price"]["gross"] == (await job_of(client, whole["id"]))["price"]["gross"]
     assert final["price"]["refunded"] == 0
@@ -104,7 +87,7 @@ async def test_pause_saves_a_checkpoint_frees_the_capacity_and_resume_continues_
 
 async def test_cancel_of_a_paused_job_ends_it_cancelled_charged_for_the_steps_run(
         client: httpx.AsyncClient, file_id: str) -> None:
-    job = await create(client, file_id, steps=500, step_delay_s=0.05)
+    job = await create_simulated(client, file_id, steps=500, step_delay_s=0.05)
     await wait_for_job(client, job["id"], lambda j: j["progress"]["step"] >= 2)
     paused = (await client.post(f"/v1/fine_tuning/jobs/{job['id']}/pause")).json()
     assert paused["status"] == "paused"
@@ -124,7 +107,7 @@ async def test_cancel_of_a_paused_job_ends_it_cancelled_charged_for_the_steps_ru
 
 async def test_resume_of_a_job_that_is_not_paused_and_unknown_jobs_are_refused(
         client: httpx.AsyncClient, file_id: str) -> None:
-    job = await create(client, file_id, steps=500, step_delay_s=0.05)
+    job = await create_simulated(client, file_id, steps=500, step_delay_s=0.05)
     await wait_for_job(client, job["id"], lambda j: j["progress"]["step"] >= 1)
     refused = await client.post(f"/v1/fine_tuning/jobs/{job['id']}/resume")
     assert refused.status_code == 409
@@ -142,9 +125,9 @@ async def test_a_paused_job_stays_paused_across_a_kill_9_and_a_queued_one_pauses
     async with httpx.AsyncClient(base_url=server.url, headers=server.headers,
                                  timeout=60) as client:
         file = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
-        first = await create(client, file, steps=40, step_delay_s=0.05)
+        first = await create_simulated(client, file, steps=40, step_delay_s=0.05)
         await wait_for_job(client, first["id"], lambda j: j["progress"]["step"] >= 2)
-        second = await create(client, file, steps=3, step_delay_s=0)
+        second = await create_simulated(client, file, steps=3, step_delay_s=0)
         await wait_for_job(client, second["id"],
                            lambda j: j["message"] == "Waiting for capacity")
         waiting = (await client.post(f"/v1/fine_tuning/jobs/{second['id']}/pause")).json()

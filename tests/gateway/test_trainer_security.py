@@ -404,15 +404,26 @@ async def test_a_trl_job_trains_as_the_trainer_user_with_the_interpreter_behind_
     assert {p.stat().st_uid for p in built.iterdir()} == {_trainer_uid()}
 
 
-@pytest.mark.slow
-async def test_a_model_the_server_made_or_the_operator_names_trains_as_the_trainer_user(
+READ_MODEL = """
+import json, pathlib, sys
+config = json.load(open(sys.argv[-1]))
+for path in sorted(pathlib.Path(config["model"]).iterdir()):  # as a trainer loads it
+    path.read_bytes()
+print(json.dumps({"type": "progress", "step": 1, "max_steps": 1}), flush=True)
+print(json.dumps({"type": "done", "model_path": config["model"]}), flush=True)
+"""
+"""A trainer that reads every file of the model it is given, as TRL loads it, and ends."""
+
+
+async def test_a_model_the_server_made_or_the_operator_names_is_read_by_the_trainer_user(
         server_factory: Factory, tmp_path: Path) -> None:
     # Both failed every attempt as a platform error (issue 31): the server's own copy of
     # the built-in model, built when it first served a completion (transformers writes the
     # weights 0600), and an operator's model folder behind a folder only root may enter.
     from alallo.trainers.tiny import build_tiny_gpt2
 
-    server = server_factory()
+    server = server_factory(ALALLO_TRAINERS=registered("reader", [sys.executable, "-c",
+                                                                   READ_MODEL]))
     private = tmp_path / "operator"
     private.mkdir(mode=0o700)
     local = build_tiny_gpt2(private / "my-model")
@@ -423,7 +434,7 @@ async def test_a_model_the_server_made_or_the_operator_names_trains_as_the_train
         assert completion.status_code == 200, completion.text
         built = server.data_dir / "models" / "alallo--tiny-gpt2"
         assert {p.stat().st_uid for p in built.iterdir()} == {os.getuid()}  # the server's
-        jobs = [(await new_job(client, "trl", model=model)).json()["id"]
+        jobs = [(await new_job(client, {"name": "reader"}, model=model)).json()["id"]
                 for model in ("alallo/tiny-gpt2", str(local))]
         for job_id in jobs:
             final = await finished(client, job_id)

@@ -124,10 +124,6 @@ def runs(
                          weight_decay=0.01, **short),
         "bad_targets": _config(root / "bad-targets", tiny_model, text_file,
                                lora_target_modules=["no_such_module"], **short),
-        # Two steps, a loss at each, twice with one seed.
-        **{name: _config(root / name, tiny_model, text_file, seed=7, max_steps=2,
-                         logging_steps=1, save_steps=2)
-           for name in ("seed-7", "seed-7-again")},
         # The user's own model (an absolute path) whose config.json is "{}".
         "users_model": _config(root / "users", _broken_model(root / "users-model"), text_file,
                                model_name=str(root / "users-model")),
@@ -220,17 +216,6 @@ def test_resume_continues_after_the_checkpoint(
     assert "Resuming from checkpoint at step 10" in run.logs
     assert [c.step for c in run.of(Checkpoint)] == [20]
     assert (Path(second.output_dir) / "adapter_model.safetensors").is_file()
-
-
-def test_the_same_seed_on_the_same_data_trains_the_same_numbers(
-        runs: dict[str, _Started]) -> None:
-    def losses(name: str) -> dict[int, float]:
-        run = runs[name].result()
-        _assert_trained(run, runs[name].config)
-        return {p.step: p.loss for p in run.of(Progress) if p.loss is not None}
-
-    assert losses("seed-7") == losses("seed-7-again")
-    assert sorted(losses("seed-7")) == [1, 2]
 
 
 def test_messages_data_trains(runs: dict[str, _Started]) -> None:

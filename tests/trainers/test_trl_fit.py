@@ -189,3 +189,39 @@ def test_no_example_around_the_context_is_a_platform_error(
                 == bool(fit.truncated), logs
 
     run()
+
+
+def test_the_same_seed_on_the_same_data_trains_the_same_numbers(
+        tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Issue 32: a job's seed is drawn and kept, and it must make the run repeatable: TRL
+    # seeds its data order, and the trainer seeds before peft draws a fresh adapter.
+    import torch
+    from safetensors.torch import load_file
+
+    from alallo.trainers import Progress
+    from alallo.trainers.trl import main
+
+    def trained(seed: int) -> tuple[list[float], dict[str, torch.Tensor]]:
+        """The losses of 2 steps with ``seed``, and the adapter they made."""
+        torch.manual_seed(seed * 1000 + len(seen))  # what ran before in this process differs
+        seen.append(seed)
+        folder = tmp_path_factory.mktemp(f"seed-{seed}")
+        data = _write(folder / "data.jsonl", "text", [(-60, 1, False)] * 3)
+        config = _config(folder, tiny_model, data, "text").model_copy(
+            update={"seed": seed, "max_steps": 2, "lora_rank": 4})
+        (folder / "config.json").write_text(config.model_dump_json())
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            assert main([str(folder / "config.json")]) == 0
+        losses = [m.loss for m in map(parse_line, stdout.getvalue().splitlines())
+                  if isinstance(m, Progress) and m.loss is not None]
+        return losses, load_file(folder / "model" / "adapter_model.safetensors")
+
+    seen: list[int] = []
+    losses, adapter = trained(7)
+    again_losses, again = trained(7)
+    assert len(losses) == 2 and again_losses == losses
+    assert adapter.keys() == again.keys()
+    assert all(torch.equal(adapter[name], again[name]) for name in adapter)
+    _, other = trained(8)  # another seed: another adapter
+    assert not all(torch.equal(adapter[name], other[name]) for name in adapter)
