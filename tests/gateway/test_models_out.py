@@ -19,8 +19,10 @@ from support import EXAMPLES, FINAL, LiveServer, unpack, wait_until_sync
 
 from alallo.client import AsyncClient, Client
 
-pytestmark = [pytest.mark.slow, pytest.mark.any_backend,  # training is the subject, not the store
-              pytest.mark.xdist_group("models_out")]  # one worker: the model is trained once
+# Training and downloads are the subject, not the store: once, in the PostgreSQL pass (the
+# shorter of the two: the passes' balance), in one worker (the model is trained once).
+pytestmark = [pytest.mark.slow, pytest.mark.once_on_postgres,
+              pytest.mark.xdist_group("models_out")]
 
 UNKNOWN = "ft:alallo--tiny-gpt2:acct-0:" + "0" * 24
 
