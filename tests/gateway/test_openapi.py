@@ -18,10 +18,11 @@ from gateway._openapi import OPERATIONS, _decimals_up_to
 from gateway.app import ROUTES
 
 ST = Path(sys.executable).with_name("st")
-MAX_EXAMPLES = 5
+MAX_EXAMPLES = 2
 """Cases per operation in the fuzzing phase; the coverage phase's boundary cases (every
 bound, every enum value, a missing required field...) come on top, and most findings of the
-probe were among them."""
+probe were among them. Kept small for the suite's 15 minutes: the fuzzing phase is most of
+the test's time; runs by hand with 10 and 30 examples found nothing more (issue 31)."""
 
 
 def test_every_route_is_documented_and_nothing_else() -> None:
