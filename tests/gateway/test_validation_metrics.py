@@ -128,6 +128,9 @@ async def test_early_stopping_ends_with_the_best_checkpoint_and_charges_the_step
         "model": "alallo/tiny-gpt2", "training_file": training,
         "validation_file": validation["id"],
         "early_stopping": {"patience": 2, "min_delta": 0.001},
+        # A seed of its own (a job draws one when none is given): with another, a step may
+        # improve on the best by less than min_delta, so TRL's best is its last step.
+        "seed": 42,
         "hyperparameters": {"max_steps": 200, "eval_steps": 2, "logging_steps": 5,
                             "learning_rate": 0.01}})
     assert created.status_code == 200, created.text
