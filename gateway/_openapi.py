@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from alallo import JobSpec, Settings, api
-from alallo.runtime import MAX_PERMISSIONS_PAGE, ChatRequest, ShareRequest, TextRequest
+from alallo.runtime import MAX_PERMISSIONS_PAGE, ShareRequest
+from alallo.serving import ChatRequest, TextRequest
 from alallo.runtime import TogetherEstimateRequest
 
 from ._files import MAX_FILES_PAGE, UPLOAD_FORM

@@ -49,6 +49,9 @@ from alallo.settings import Settings
 # before anything imports huggingface_hub, which reads it once (nothing above does). The tests
 # of hub downloads serve a hub of their own (tests/fake_hub.py).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Models are served with transformers unless a test asks for vLLM (tests/serving/, one engine
+# for the module): a vLLM engine takes half a minute to start on two cores.
+os.environ.setdefault("ALALLO_SERVING_ENGINE", "transformers")
 
 FOLDER_MARKERS = {"actors": "unit", "trainers": "unit", "tools": "unit", "cluster": "postgres"}
 """Test folders (under tests/) whose every test needs the same: actors, trainer programs and

@@ -21,6 +21,8 @@ from alallo._lazy import lazy_names
 if TYPE_CHECKING:
     from ._catalogue import HUB_ID as HUB_ID
     from ._catalogue import TINY_GPT2 as TINY_GPT2
+    from ._catalogue import TINY_LLAMA as TINY_LLAMA
+    from ._catalogue import TINY_MODELS as TINY_MODELS
     from ._catalogue import Catalogue as Catalogue
     from ._catalogue import CatalogueModel as CatalogueModel
     from ._hardware import UNKNOWN_GPU_TFLOPS as UNKNOWN_GPU_TFLOPS
@@ -67,6 +69,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Scheduler": ("._scheduler", "Scheduler"),
     "SchedulerMessage": ("._scheduler", "SchedulerMessage"),
     "TINY_GPT2": ("._catalogue", 'TINY_GPT2'),
+    "TINY_LLAMA": ("._catalogue", 'TINY_LLAMA'),
+    "TINY_MODELS": ("._catalogue", 'TINY_MODELS'),
     "WaitEstimate": ("._scheduler", "WaitEstimate"),
     "declared_problem": ("._hardware", "declared_problem"),
     "find_on_hub": ("._hub", "find_on_hub"),
@@ -79,7 +83,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["HUB_ID", "TINY_GPT2", "UNKNOWN_GPU_TFLOPS", "Acquire", "Catalogue", "CatalogueModel",
+__all__ = ["HUB_ID", "TINY_GPT2", "TINY_LLAMA", "TINY_MODELS", "UNKNOWN_GPU_TFLOPS", "Acquire", "Catalogue", "CatalogueModel",
            "Drain", "FollowNodes", "Gpu", "Grant", "Node", "NodeSpec", "Placement",
            "PlanOptions", "Pool", "QueueSnapshot", "Release", "Scheduler",
            "SchedulerMessage", "WaitEstimate", "declared_problem", "detect_gpus",

@@ -25,10 +25,13 @@ from pathlib import Path
 
 from .._errors import InvalidRequest
 
-__all__ = ["HUB_ID", "TINY_GPT2", "Catalogue", "CatalogueModel", "context_of", "hub_id_problem",
+__all__ = ["HUB_ID", "TINY_GPT2", "TINY_LLAMA", "TINY_MODELS", "Catalogue", "CatalogueModel", "context_of", "hub_id_problem",
            "shown_name"]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
+TINY_LLAMA = "alallo/tiny-llama"
+TINY_MODELS = (TINY_GPT2, TINY_LLAMA)
+"""The built-in models (:mod:`alallo.trainers.tiny`): built where they run, byte-level."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ _SHOWN_MAX = 80
 
 _BUILT_IN = (
     CatalogueModel(id=TINY_GPT2, parameters=132_928, context_length=256),
+    CatalogueModel(id=TINY_LLAMA, parameters=361_216, context_length=256),
     # Published sizes (model cards); weights are not shipped: these train on
     # simulated nodes here, and on real GPU nodes with their weights at hand.
     CatalogueModel(id="meta-llama/Llama-3.1-8B", parameters=8_030_261_248,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..jobs import CHECKPOINT_EVERY, DeviceType, JobSpec, Plan, SimulatedTrainer
-from ._catalogue import TINY_GPT2, CatalogueModel
+from ._catalogue import TINY_MODELS, CatalogueModel
 from ._pool import Pool
 
 __all__ = ["PlanOptions", "bytes_per_parameter", "memory_gb", "plan_options",
@@ -263,5 +263,5 @@ def _with_evaluation(plan: Plan, spec: JobSpec, max_steps: int, examples: int) -
 def tokens_per_example(model: CatalogueModel, file_bytes: int, line_count: int) -> float:
     """Average tokens of one training example (the tiny model's tokenizer is byte-level)."""
     chars = file_bytes / max(line_count, 1)
-    return chars if model.id == TINY_GPT2 else max(1.0, chars / CHARS_PER_TOKEN)
+    return chars if model.id in TINY_MODELS else max(1.0, chars / CHARS_PER_TOKEN)
 

@@ -108,6 +108,13 @@ async def _run_server(settings: Settings, console: Console, *,
             console.print(f"Your API key is in {key_file}")
         console.print(f"Dashboard (a one-time sign-in link): "
                       f"{url}{sign_in.new_link(runtime.api_key)}", soft_wrap=True)
+        completions = runtime.completions
+        if completions.engines is not None:
+            console.print(f"Models served by vLLM ({completions.engines.environment.package}) "
+                          "where it can serve them, else by transformers", soft_wrap=True)
+        else:
+            console.print(f"Models served by transformers: {completions.why_not_vllm}",
+                          soft_wrap=True)
         if then is not None:
             await then(url, runtime, stop, sign_in)
         # The server stops by itself once `stop` is set: its streams say goodbye, and

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from ._executor import TrainerRun as TrainerRun
     from ._local import LocalExecutor as LocalExecutor
     from ._local import TrainerProcess as TrainerProcess
+    from ._local import start_service as start_service
+    from ._posix import die_with_parent as die_with_parent
+    from ._posix import kill_group as kill_group
     from ._ray import RayExecutor as RayExecutor
     from ._ray_api import RayApi as RayApi
     from ._ray_api import RayApiError as RayApiError
@@ -66,6 +69,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "TrainerUser": ("._env", "TrainerUser"),
     "check_trainer_user": ("._user_check", "check_trainer_user"),
     "close_root": ("._reach", "close_root"),
+    "die_with_parent": ("._posix", "die_with_parent"),
+    "kill_group": ("._posix", "kill_group"),
     "grant_read": ("._reach", "grant_read"),
     "hand_over": ("._env", "hand_over"),
     "hf_caches": ("._env", "hf_caches"),
@@ -73,6 +78,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "open_tree": ("._reach", "open_tree"),
     "open_way": ("._reach", "open_way"),
     "scrubbed_environment": ("._env", "scrubbed_environment"),
+    "start_service": ("._local", "start_service"),
     "take_back": ("._env", "take_back"),
     "trainer_user": ("._env", "trainer_user"),
     "trainers_env": ("._env", "trainers_env"),
@@ -83,8 +89,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 __all__ = ["CannotRunTrainers", "DEFAULT_TRAINER_USER", "Executor", "INPUTS", "Interpreter",
            "Launch", "LineSink", "LocalExecutor", "RayApi", "RayApiError", "RayExecutor",
            "RayNode", "RunEnd", "TrainerProcess", "TrainerRun", "TrainerUser",
-           "check_trainer_user", "close_root", "grant_read", "hand_over", "hf_caches",
-           "interpreter_paths", "open_tree", "open_way", "scrubbed_environment", "take_back",
+           "check_trainer_user", "close_root", "die_with_parent", "grant_read", "hand_over", "hf_caches",
+           "interpreter_paths", "kill_group", "open_tree", "open_way", "scrubbed_environment", "start_service", "take_back",
            "trainer_user", "trainers_env"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

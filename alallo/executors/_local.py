@@ -49,7 +49,7 @@ from ._executor import Launch, LineSink, RunEnd
 from ._posix import die_with_parent, kill_group, take_on_user
 from ._spawner import start_in_spawner
 
-__all__ = ["LocalExecutor", "TrainerProcess"]
+__all__ = ["LocalExecutor", "TrainerProcess", "start_service"]
 
 _MAX_LINE = 64 * 1024
 
@@ -252,6 +252,22 @@ class TrainerProcess:
         kill_group(process.pid, signal.SIGKILL)
         return await process.wait()
 
+
+
+async def start_service(command: Sequence[str], cwd: Path, env: Mapping[str, str],
+                        output: int) -> _ColdChild:
+    """Start a process that serves the server (a vLLM engine): its own session, dying with
+    the server as a trainer does, writing stdout and stderr to ``output``.
+
+    Returns:
+        The child: ``pid``, ``poll()``, ``await wait()``.
+
+    Raises:
+        OSError: the command is missing or not executable.
+    """
+    popen = await start_in_spawner(partial(_spawn, command, cwd, env, output, None),
+                                   undo=lambda child: kill_group(child.pid, signal.SIGKILL))
+    return _ColdChild(popen)
 
 
 def _undo_start(started: tuple[subprocess.Popen[bytes], BinaryIO]) -> None:

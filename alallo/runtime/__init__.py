@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from ._checkpoint_list import list_checkpoints as list_checkpoints
     from ._checkpoint_models import MAX_PERMISSIONS_PAGE as MAX_PERMISSIONS_PAGE
     from ._checkpoint_models import ShareRequest as ShareRequest
-    from ._completions import ChatRequest as ChatRequest
-    from ._completions import Completion as Completion
-    from ._completions import TextRequest as TextRequest
     from ._event_list import list_job_events as list_job_events
     from ._logging import configure_logging as configure_logging
     from ._model_ids import parse_model_id as parse_model_id
@@ -33,8 +30,6 @@ if TYPE_CHECKING:
     from ._together import together_estimate as together_estimate
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
-    "ChatRequest": ("._completions", "ChatRequest"),
-    "Completion": ("._completions", "Completion"),
     "EventBus": ("._bus", "EventBus"),
     "Item": ("._bus", "Item"),
     "LOCAL_ACCOUNT": ("._accounts", "LOCAL_ACCOUNT"),
@@ -42,7 +37,6 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "MAX_PERMISSIONS_PAGE": ("._checkpoint_models", "MAX_PERMISSIONS_PAGE"),
     "Runtime": ("._runtime", "Runtime"),
     "ShareRequest": ("._checkpoint_models", "ShareRequest"),
-    "TextRequest": ("._completions", "TextRequest"),
     "configure_logging": ("._logging", "configure_logging"),
     "list_checkpoints": ("._checkpoint_list", "list_checkpoints"),
     "list_job_events": ("._event_list", "list_job_events"),
@@ -54,8 +48,8 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["LOCAL_ACCOUNT", "MAX_PERMISSIONS_PAGE", "ChatRequest", "Completion", "EventBus",
-           "Item", "Lagged", "Runtime", "ShareRequest", "TextRequest", "TogetherEstimateRequest", "configure_logging", "list_checkpoints",
+__all__ = ["LOCAL_ACCOUNT", "MAX_PERMISSIONS_PAGE", "EventBus",
+           "Item", "Lagged", "Runtime", "ShareRequest", "TogetherEstimateRequest", "configure_logging", "list_checkpoints",
            "list_job_events", "parse_model_id", "together_estimate", "views"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

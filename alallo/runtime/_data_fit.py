@@ -39,7 +39,7 @@ from typing import NamedTuple
 import trio
 
 from .._errors import InvalidRequest
-from ..capacity import TINY_GPT2, CatalogueModel
+from ..capacity import TINY_MODELS, CatalogueModel
 from ..store import FileRow
 from ..trainers import (
     CHAT_FORMATS,
@@ -91,7 +91,7 @@ class DataFit:
             InvalidRequest: an example cannot train (the message names its line), or a
                 conversation file for a model without a chat template (``param=field``).
         """
-        built_in = model.id == TINY_GPT2
+        built_in = model.id in TINY_MODELS
         chat = file.format in CHAT_FORMATS
         if chat and await trio.to_thread.run_sync(
                 lambda: has_chat_template(model.local_path, built_in=built_in)) is False:

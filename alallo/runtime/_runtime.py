@@ -38,10 +38,8 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._completions import Completions
 from ._devices import open_executor, open_pool
 from ._fine_tuned import FineTunedModels
-from ._inference import InferenceWorkers
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
 from ._job_context import RuntimeJobContext
@@ -51,6 +49,8 @@ from ._operator import notify_platform_failure
 from ._planning import Planning
 from ._ray_nodes import follow_ray_nodes, reach_ray
 from ._relocation import Relocation
+from ._served_models import ServedModels
+from ._serving import open_completions
 from ._starter import Starter
 from ._streams import Streams
 from ._trainer_access import open_to_trainer_user, resolve_trainer_user
@@ -116,8 +116,8 @@ class Runtime:
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
-        self.completions = Completions(self.settings, self.store, self.planning, self.models,
-                                       InferenceWorkers(self.settings))  # try the models
+        self.completions = open_completions(self.settings, self.store, ServedModels(
+            self.settings, self.planning, self.models).files)  # try the models
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
@@ -177,7 +177,7 @@ class Runtime:
         self._registered = True
         self.store.announce_as = self.cluster.node_id
         self._background = await self._stack.enter_async_context(trio.open_nursery())
-        await self._stack.enter_async_context(self.completions.workers.open())
+        await self._stack.enter_async_context(self.completions.open())
         await self._stack.enter_async_context(self.actors.open())
         await self._stack.enter_async_context(follow_ray_nodes(  # a Ray cluster's nodes
             self.job_context.executor, settings, lambda: self.scheduler))

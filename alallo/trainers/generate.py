@@ -1,4 +1,4 @@
-"""``python -m alallo.trainers.generate --model DIR [--adapter DIR] [--tiny]``: one loaded
+"""``python -m alallo.trainers.generate --model DIR [--adapter DIR] [--tiny NAME]``: one loaded
 model answering generation requests, one at a time, as JSON lines on stdin and stdout.
 
 The server's inference worker (:mod:`alallo.runtime._inference`) starts one such process per
@@ -136,13 +136,13 @@ class _Generation:
 class _Model:
     """The loaded model and tokenizer, and how to run one request on them."""
 
-    def __init__(self, model_dir: Path, adapter: Path | None, tiny: bool) -> None:
+    def __init__(self, model_dir: Path, adapter: Path | None, tiny: str | None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if tiny and not (model_dir / "config.json").is_file():
-            from alallo.trainers.tiny import build_tiny_gpt2
-            build_tiny_gpt2(model_dir)
+            from alallo.trainers.tiny import build_tiny
+            build_tiny(tiny, model_dir)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = (torch.bfloat16 if self.device == "cuda" and torch.cuda.is_bf16_supported()
                  else torch.float32)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="alallo.trainers.generate")
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--adapter", type=Path)
-    parser.add_argument("--tiny", action="store_true", help="build the built-in tiny model "
+    parser.add_argument("--tiny", metavar="NAME", help="build the built-in tiny model NAME "
                         "into --model when it is not there yet")
     args = parser.parse_args(argv)
     # Offline, as every trainer: the model is a local folder, and nothing imported may fetch

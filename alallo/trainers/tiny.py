@@ -1,8 +1,11 @@
-"""The built-in ``alallo/tiny-gpt2`` model, built offline with random weights.
+"""The built-in tiny models, built offline with random weights.
 
-It is a GPT-2-shaped causal LM small enough to fine-tune on a laptop CPU in
-seconds (two layers of width 64, about 130k parameters), so the whole path
-from upload to a trained model can run in tests and demos with no download.
+``alallo/tiny-gpt2`` is a GPT-2-shaped causal LM small enough to fine-tune on a
+laptop CPU in seconds (two layers of width 64, about 130k parameters), so the
+whole path from upload to a trained model can run in tests and demos with no
+download. ``alallo/tiny-llama`` is Llama-shaped (two layers of width 128, four
+heads of 32, about 360k parameters): vLLM serves LoRA adapters of Llama models
+and not of GPT-2's, and its CPU attention needs heads of 32 or more (issue 33).
 
 Its tokenizer is byte-level: the 256 byte symbols of GPT-2's
 ``bytes_to_unicode`` table are the vocabulary, with no merges, plus
@@ -10,7 +13,7 @@ Its tokenizer is byte-level: the 256 byte symbols of GPT-2's
 therefore tokenizes to one token per UTF-8 byte, and nothing needs training.
 A small chat template makes ``messages`` data work too.
 
-torch and transformers are imported inside :func:`build_tiny_gpt2` only, so
+torch and transformers are imported inside :func:`build_tiny` only, so
 importing this module (and calling :func:`ensure_model` on a path) stays cheap.
 """
 
@@ -30,13 +33,20 @@ __all__ = [
     "CONTEXT_LENGTH",
     "EOS_TOKEN",
     "TINY_GPT2",
+    "TINY_LLAMA",
+    "TINY_MODELS",
+    "build_tiny",
     "build_tiny_gpt2",
     "byte_level_tokenizer",
     "ensure_model",
 ]
 
 TINY_GPT2 = "alallo/tiny-gpt2"
-"""The catalogue name of the built-in model."""
+"""The catalogue name of the built-in GPT-2-shaped model."""
+TINY_LLAMA = "alallo/tiny-llama"
+"""The catalogue name of the built-in Llama-shaped model."""
+TINY_MODELS = (TINY_GPT2, TINY_LLAMA)
+"""The built-in models: one tokenizer (byte-level) and chat template, 256 tokens of context."""
 
 EOS_TOKEN = "<|endoftext|>"
 """End-of-sequence token; also the padding token (id 256)."""
@@ -78,7 +88,13 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
-    """Build the tiny model and its tokenizer into ``path``, unless it exists.
+    """Build ``alallo/tiny-gpt2`` into ``path`` (:func:`build_tiny`)."""
+    return build_tiny(TINY_GPT2, path, seed=seed)
+
+
+def build_tiny(name: str, path: Path, *, seed: int = 0) -> Path:
+    """Build the tiny model ``name`` (one of :data:`TINY_MODELS`) and its tokenizer into
+    ``path``, unless it exists.
 
     The model is built in a temporary sibling directory and renamed into
     place, so a reader never sees half a model and two processes building at
@@ -96,13 +112,16 @@ def build_tiny_gpt2(path: Path, *, seed: int = 0) -> Path:
 
     Raises:
         OSError: The directory could not be written.
+        ValueError: ``name`` is no built-in model.
     """
+    if name not in TINY_MODELS:
+        raise ValueError(f"no built-in model {name!r}: expected one of {TINY_MODELS}")
     if (path / "config.json").is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        _write_model(tmp, seed=seed)
+        _write_model(tmp, name, seed=seed)
         # Readable by all, as a model folder is: mkdtemp's 0700, and the 0600 transformers
         # writes model.safetensors with (a temporary file renamed), would hide the model from
         # the trainers of a root server (another user: an ACL entry is capped by the
@@ -142,9 +161,15 @@ def byte_level_tokenizer() -> Tokenizer:
     return backend
 
 
-def _write_model(directory: Path, *, seed: int) -> None:
+def _write_model(directory: Path, name: str, *, seed: int) -> None:
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     backend = byte_level_tokenizer()
     eos_id = backend.token_to_id(EOS_TOKEN)
@@ -158,18 +183,18 @@ def _write_model(directory: Path, *, seed: int) -> None:
     )
     tokenizer.chat_template = CHAT_TEMPLATE
 
-    config = GPT2Config(
-        vocab_size=backend.get_vocab_size(),
-        n_positions=_N_POSITIONS,
-        n_embd=_N_EMBD,
-        n_layer=_N_LAYER,
-        n_head=_N_HEAD,
-        bos_token_id=eos_id,
-        eos_token_id=eos_id,
-        pad_token_id=eos_id,
-    )
+    ids = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id}
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config)
+    if name == TINY_LLAMA:
+        model: GPT2LMHeadModel | LlamaForCausalLM = LlamaForCausalLM(LlamaConfig(
+            vocab_size=backend.get_vocab_size(), hidden_size=2 * _N_EMBD,
+            intermediate_size=4 * _N_EMBD, num_hidden_layers=_N_LAYER,
+            num_attention_heads=4, num_key_value_heads=4,
+            max_position_embeddings=_N_POSITIONS, tie_word_embeddings=True, **ids))
+    else:
+        model = GPT2LMHeadModel(GPT2Config(
+            vocab_size=backend.get_vocab_size(), n_positions=_N_POSITIONS, n_embd=_N_EMBD,
+            n_layer=_N_LAYER, n_head=_N_HEAD, **ids))
     model.generation_config.pad_token_id = eos_id
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -191,12 +216,18 @@ def ensure_model(name_or_path: str, models_dir: Path) -> Path:
         ValueError: ``name_or_path`` is neither the built-in name nor an
             existing directory (models are never downloaded).
     """
-    if name_or_path == TINY_GPT2:
-        return build_tiny_gpt2(models_dir / TINY_GPT2.replace("/", "--"))
+    if name_or_path in TINY_MODELS:
+        return build_tiny(name_or_path, models_dir / name_or_path.replace("/", "--"))
     local = Path(name_or_path).expanduser()
     if local.is_dir():
         return local
     raise ValueError(
-        f"unknown model {name_or_path!r}: expected {TINY_GPT2!r} or an existing local "
+        f"unknown model {name_or_path!r}: expected one of {TINY_MODELS} or an existing local "
         "model directory (models are not downloaded)"
     )
+
+
+if __name__ == "__main__":  # python -m alallo.trainers.tiny NAME DIR: build it (the server's way)
+    import sys
+
+    build_tiny(sys.argv[1], Path(sys.argv[2]))

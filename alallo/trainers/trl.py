@@ -4,7 +4,7 @@
 ``config.model`` on ``config.training_file`` and speaks the trainer protocol
 (:mod:`alallo.trainers._protocol`) on stdout. When ``model_name`` is
 ``alallo/tiny-gpt2`` and ``config.model`` does not exist yet, the trainer
-builds it there first (:func:`alallo.trainers.tiny.build_tiny_gpt2`). Then:
+builds it there first (:func:`alallo.trainers.tiny.build_tiny`). Then:
 
 1. ``Log`` + ``Stage(model_loaded)`` (hash: the model's ``config.json``),
    ``Stage(data_loaded)`` (hash: the training file), ``Stage(validation_loaded)``
@@ -91,7 +91,7 @@ from ._trl_model import (
 )
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
 from ._wandb import WandbFailed, WandbRun, start_wandb
-from .tiny import TINY_GPT2, build_tiny_gpt2
+from .tiny import TINY_MODELS, build_tiny
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
@@ -176,12 +176,12 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
     if not (model_dir / "config.json").is_file():
         if is_users_model(config):
             raise UserModelError(f"the model directory {model_dir} has no config.json")
-        if config.model_name != TINY_GPT2:
+        if config.model_name not in TINY_MODELS:
             raise RuntimeError(f"model directory {model_dir} has no config.json")
         # The built-in model is built on first use, by whichever trainer
-        # needs it first (build_tiny_gpt2 is safe to race).
-        out(Log(text=f"Building model {TINY_GPT2}"))
-        build_tiny_gpt2(model_dir)
+        # needs it first (build_tiny is safe to race).
+        out(Log(text=f"Building model {config.model_name}"))
+        build_tiny(config.model_name, model_dir)
     out(Log(text=f"Loading model {config.model_name}"
                  + (" in 4-bit (NF4, QLoRA)" if config.precision == "4-bit" else "")))
     import torch

@@ -59,7 +59,7 @@ def test_the_document_states_the_bounds_the_server_checks(live_server: LiveServe
     assert content[1]["schema"]["enum"] == ["adapter", "merged"]
     # The server's own limits (settings) are in its document.
     chat = document["components"]["schemas"]["ChatRequest"]["properties"]
-    assert chat["max_tokens"]["anyOf"][0]["maximum"] == 1024  # inference_max_tokens
+    assert chat["max_tokens"]["anyOf"][0]["maximum"] == 32_768  # inference_max_tokens
     # Each event of a stream, and its data's shape.
     stream = document["paths"]["/v1/fine_tuning/jobs/{job_id}/stream"]["get"]
     events = stream["responses"]["200"]["content"]["text/event-stream"]["schema"]["oneOf"]

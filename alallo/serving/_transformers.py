@@ -1,4 +1,5 @@
-"""Inference workers: one process per loaded model, requests queued per model (issue 17).
+"""The transformers engine: one worker process per loaded model, requests queued per model
+(issue 17), for the models vLLM cannot serve or where vLLM is not installed (issue 33).
 
 :class:`InferenceWorkers` starts ``python -m alallo.trainers.generate`` for a model the
 first time a completion asks for it (with a scrubbed environment, in ``data_dir/inference``,
@@ -21,7 +22,6 @@ import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,29 +33,16 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._errors import InvalidRequest, Unavailable
 from ..executors import scrubbed_environment
 from ..settings import Settings
+from ._meter import TokenMeter
+from ._models import ModelFiles
 
-__all__ = ["CANCEL_GRACE_S", "InferenceWorkers", "ModelFiles"]
+__all__ = ["CANCEL_GRACE_S", "InferenceWorkers"]
 
-log = structlog.get_logger("alallo.inference")
+log = structlog.get_logger("alallo.serving.transformers")
 
 CANCEL_GRACE_S = 10.0
 """How long a worker has to answer a cancelled request before it is let go of (s)."""
 _MAX_LINE = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFiles:
-    """What one worker loads.
-
-    Attributes:
-        model: the model's directory (a base model, or a whole fine-tuned model).
-        adapter: a LoRA adapter's directory, applied on ``model``; None for none.
-        tiny: build the built-in tiny model into ``model`` when it is not there yet.
-    """
-
-    model: Path
-    adapter: Path | None = None
-    tiny: bool = False
 
 
 @dataclass(eq=False)
@@ -105,6 +92,10 @@ class InferenceWorkers:
         self._settings = settings
         self._workers: dict[ModelFiles, _Worker] = {}
         self._nursery: trio.Nursery | None = None
+        self.requests = 0
+        """Requests under way (waiting for their model's turn, or generating)."""
+        self.tokens = TokenMeter()
+        """Completion tokens generated (for ``/metrics``)."""
 
     @property
     def loaded(self) -> list[ModelFiles]:
@@ -151,6 +142,14 @@ class InferenceWorkers:
                      send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
         """Run ``request`` on its model's worker, in turn, forwarding each answer to ``send``;
         a caller gone part way (a closed channel) cancels it in the worker."""
+        self.requests += 1
+        try:
+            await self._serve_in_turn(files, request, send)
+        finally:
+            self.requests -= 1
+
+    async def _serve_in_turn(self, files: ModelFiles, request: dict[str, Any],
+                             send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
         async with send:
             try:
                 worker = await self._worker(files)
@@ -168,6 +167,8 @@ class InferenceWorkers:
                         if message.get("id") != request["id"]:
                             continue
                         finished = "done" in message or "error" in message
+                        if "done" in message:
+                            self.tokens.add(int(message["done"].get("completion_tokens", 0)))
                         await send.send(message if "error" not in message else InvalidRequest(
                             message["error"], param=message.get("param")))
                 except Unavailable as exc:  # the worker stopped
@@ -230,7 +231,7 @@ class InferenceWorkers:
         if worker.files.adapter is not None:
             command += ["--adapter", str(worker.files.adapter)]
         if worker.files.tiny:
-            command.append("--tiny")
+            command += ["--tiny", worker.files.tiny]
         with (home / "workers.log").open("ab") as stderr:
             try:
                 process = await anyio.open_process(

@@ -1,7 +1,9 @@
-"""OpenAI's completion parameters that alallo's inference worker does not honour: each taken
-only with the value that asks for nothing (``tools: []``, ``logprobs: false``,
-``frequency_penalty: 0``...), and refused naming it with any other (issue 32: nothing a user
-sends is silently ignored; OpenAI's chat and legacy completions references name them).
+"""OpenAI's completion parameters that no engine of alallo's honours: each taken only with
+the value that asks for nothing (``audio: null``, ``functions: []``, ``best_of: 1``...), and
+refused naming it with any other (issue 32: nothing a user sends is silently ignored; OpenAI's
+chat and legacy completions references name them). The parameters one engine honours and the
+other does not are the requests' own fields (:mod:`alallo.serving._requests`), checked against
+the engine that serves the model (:func:`alallo.serving._requests.transformers_refusal`).
 
 The value that asks for nothing is what OpenAI does when the parameter is left out, so a
 request that sends it means what one without it means. A parameter that changes no answer
@@ -19,7 +21,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, ValidationInfo, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ChatOptions", "TextOptions"]
+__all__ = ["HINTS", "ChatOptions", "TextOptions"]
 
 
 def _same(value: Any, noop: Any) -> bool:
@@ -65,26 +67,17 @@ class _Options(BaseModel):
 
 
 _NOT_SUPPORTED = _noop()
-_FALSE, _ZERO, _ONE, _EITHER = _noop(False), _noop(0), _noop(1), _noop(True, False)
+_FALSE, _ONE = _noop(False), _noop(1)
 _NO_LIST, _NO_OBJECT, _NONE_CHOSEN = _noop([]), _noop({}), _noop("none")
-_TEXT_FORMAT, _TEXT_ONLY = _noop({"type": "text"}), _noop(["text"])
+_TEXT_ONLY = _noop(["text"])
 _ONE_TIER = _noop("auto", "default")
 
 
 class ChatOptions(_Options):
     """OpenAI's chat parameters that are taken only when they ask for nothing."""
 
-    logprobs: _FALSE
-    top_logprobs: _ZERO
-    logit_bias: _NO_OBJECT
-    frequency_penalty: _ZERO
-    presence_penalty: _ZERO
-    tools: _NO_LIST
-    tool_choice: _NONE_CHOSEN
-    parallel_tool_calls: _EITHER
     functions: _NO_LIST
     function_call: _NONE_CHOSEN
-    response_format: _TEXT_FORMAT
     modalities: _TEXT_ONLY
     store: _FALSE
     metadata: _NO_OBJECT
@@ -103,10 +96,9 @@ class TextOptions(_Options):
     """OpenAI's legacy completions parameters that are taken only when they ask for nothing."""
 
     best_of: _ONE
-    echo: _FALSE
     suffix: _NOT_SUPPORTED
-    logprobs: _ZERO
-    logit_bias: _NO_OBJECT
-    frequency_penalty: _ZERO
-    presence_penalty: _ZERO
     user: _HINT
+
+
+HINTS = frozenset({"user", "safety_identifier", "prompt_cache_key"})
+"""Ids and hints for the provider: taken with any string, changing no answer."""

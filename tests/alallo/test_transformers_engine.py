@@ -1,6 +1,6 @@
 """The inference workers: one process per model, reused; a request whose reader goes away
 is cancelled in the worker, which then serves the next one; a model that cannot load is a
-503 (:mod:`alallo.runtime._inference`)."""
+503 (:mod:`alallo.serving._transformers`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from alallo import Settings, Unavailable
-from alallo.runtime._inference import InferenceWorkers, ModelFiles
+from alallo.serving import InferenceWorkers, ModelFiles
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -23,7 +23,7 @@ def request(request_id: str, max_tokens: int) -> dict[str, Any]:
 
 async def test_a_closed_reader_cancels_and_the_worker_serves_the_next(tmp_path: Path) -> None:
     workers = InferenceWorkers(Settings(data_dir=tmp_path))
-    tiny = ModelFiles(tmp_path / "tiny", tiny=True)
+    tiny = ModelFiles(tmp_path / "tiny", tiny="alallo/tiny-gpt2")
     async with workers.open():
         with trio.fail_after(120):
             answers = workers.submit(tiny, request("long", 250))

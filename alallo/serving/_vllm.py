@@ -1,0 +1,357 @@
+"""vLLM engines: one OpenAI server of vLLM's per base model, every LoRA adapter of that base
+served by it (issue 33; multi-LoRA: Punica, arXiv 2310.18547, and S-LoRA, arXiv 2311.03285,
+as vLLM implements them).
+
+:class:`VllmEngines` starts ``python -m vllm.entrypoints.openai.api_server`` from vLLM's own
+environment (:mod:`alallo.serving._vllm_env`) the first time a request needs a model: for a
+base model and all its LoRA models (``--enable-lora``), or for a fully fine-tuned model of its
+own. The process gets a scrubbed environment, a port of its own on 127.0.0.1, its folder in
+``data_dir/inference``, and its own session; it dies with the server. Adapters are loaded at
+run time as requests name them (``/v1/load_lora_adapter``, vLLM PR #6566) under the model id
+the user asked for, so vLLM's answers already carry it; past ``serving_max_adapters`` the
+adapter used longest ago is unloaded. vLLM batches the requests of every adapter of its base
+continuously (``max_loras`` of them in one batch).
+
+A process that stops fails the requests it held (503, "ask again"), and the next request
+starts it anew; one nobody asked for in ``inference_idle_s`` is let go of.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import socket
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+import trio
+
+from .._errors import InvalidRequest, Unavailable
+from ..executors import kill_group, scrubbed_environment, start_service
+from ..settings import Settings
+from ._meter import TokenMeter
+from ._models import ModelFiles, lora_rank, supports_lora, tool_call_parser
+from ._vllm_env import VllmEnvironment
+
+__all__ = ["LORA_RANKS", "VllmEngines"]
+
+log = structlog.get_logger("alallo.serving.vllm")
+
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``--max-lora-rank`` values vLLM takes."""
+_HEALTH_EVERY_S = 0.5
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(eq=False)
+class Engine:
+    """One vLLM server: the model it loaded, its adapters, its requests under way.
+
+    Attributes:
+        files: the model it serves (``adapter`` None: adapters come per request).
+        served: the name vLLM answers the model itself under.
+        max_lora_rank: the greatest adapter rank it takes (0: no adapters).
+    """
+
+    files: ModelFiles
+    served: str
+    max_lora_rank: int
+    port: int = field(default_factory=_free_port)
+    ready: trio.Event = field(default_factory=trio.Event)
+    failure: str | None = None
+    process: Any = None
+    """The server's process (``pid``, ``poll()``, ``await wait()``)."""
+    adapters: OrderedDict[str, Path] = field(default_factory=OrderedDict)
+    """Adapters loaded, by name, the one used longest ago first."""
+    adapter_lock: trio.Lock = field(default_factory=trio.Lock)
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Requests under way, by the model name they asked for."""
+    last_used: float = 0.0
+    client: httpx.AsyncClient | None = None
+
+    @property
+    def busy(self) -> int:
+        """Requests under way."""
+        return sum(self.in_flight.values())
+
+    def kill(self) -> None:
+        """Kill the server and its children (its process group)."""
+        if self.process is not None:
+            kill_group(self.process.pid, signal.SIGKILL)
+
+
+class VllmEngines:
+    """The vLLM engines of this server (see the module).
+
+    Args:
+        settings: ``data_dir``, ``trainer_env``, ``inference_idle_s``,
+            ``inference_max_models``, ``serving_max_adapters``, ``vllm_max_loras``,
+            ``vllm_kv_cache_gib``, ``vllm_start_timeout_s``.
+        environment: vLLM's environment (ready: its ``problem`` is None).
+    """
+
+    def __init__(self, settings: Settings, environment: VllmEnvironment) -> None:
+        self._settings = settings
+        self.environment = environment
+        self._engines: dict[Path, Engine] = {}
+        """By the folder of the model each one loaded."""
+        self._nursery: trio.Nursery | None = None
+        self.tokens = TokenMeter()
+        """Completion tokens generated (for ``/metrics``)."""
+
+    @property
+    def engines(self) -> list[Engine]:
+        """The engines started (or starting) now."""
+        return list(self._engines.values())
+
+    @property
+    def requests(self) -> int:
+        """Requests under way (queued or generating in an engine, or waiting for one)."""
+        return sum(engine.busy for engine in self._engines.values())
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
+        """Serve while inside; every engine is stopped on the way out."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._evict_idle)
+            try:
+                yield
+            finally:
+                self._nursery = None
+                for engine in list(self._engines.values()):
+                    self._let_go(engine)
+                nursery.cancel_scope.cancel()
+
+    async def send(self, files: ModelFiles, name: str, path: str, body: dict[str, Any],
+                   ) -> tuple[Engine, httpx.Response]:
+        """Send ``body`` to ``path`` (``/v1/chat/completions``...) of the engine of ``files``,
+        as the model ``name``; the answer's body is not read yet.
+
+        Returns:
+            The engine (:meth:`done` it with ``name`` once the answer is read) and vLLM's
+            answer, status 200.
+
+        Raises:
+            InvalidRequest: vLLM refused the request (its message; 400).
+            Unavailable: the engine could not start, or stopped.
+        """
+        engine = await self._engine(files)
+        engine.in_flight[name] = engine.in_flight.get(name, 0) + 1
+        engine.last_used = trio.current_time()
+        try:
+            if files.adapter is not None:
+                await self._load_adapter(engine, name, files.adapter)
+                body = {**body, "model": name}
+            else:
+                body = {**body, "model": engine.served}
+            assert engine.client is not None
+            request = engine.client.build_request("POST", path, json=body)
+            response = await engine.client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            self.done(engine, name)
+            self._let_go(engine)
+            raise Unavailable("the model's engine stopped; ask again") from exc
+        except BaseException:
+            self.done(engine, name)
+            raise
+        if response.status_code != 200:
+            content = await response.aread()
+            await response.aclose()
+            self.done(engine, name)
+            raise _refusal(response.status_code, content)
+        return engine, response
+
+    def done(self, engine: Engine, name: str, completion_tokens: int = 0) -> None:
+        """One request of ``engine`` for ``name`` ended, having generated
+        ``completion_tokens``."""
+        left = engine.in_flight.get(name, 0) - 1
+        if left > 0:
+            engine.in_flight[name] = left
+        else:
+            engine.in_flight.pop(name, None)
+        engine.last_used = trio.current_time()
+        self.tokens.add(completion_tokens)
+
+    def crashed(self, engine: Engine) -> None:
+        """``engine`` stopped answering part way: let go of it (the next request starts it)."""
+        self._let_go(engine)
+
+    async def _engine(self, files: ModelFiles) -> Engine:
+        """The engine of ``files.model``, started when there is none (or when its adapters'
+        rank is too small for ``files.adapter``), once it answers."""
+        engine = self._engines.get(files.model)
+        if engine is not None and engine.ready.is_set() and engine.failure is None \
+                and files.adapter is not None and lora_rank(files.adapter) > engine.max_lora_rank:
+            self._let_go(engine)  # started for smaller adapters: started again, for all
+            engine = None
+        if engine is None:
+            if self._nursery is None:
+                raise Unavailable("the server is stopping")
+            self._make_room()
+            rank = lora_rank(files.adapter) if files.adapter is not None else 0
+            max_rank = next((r for r in LORA_RANKS if r >= max(rank, 16)), LORA_RANKS[-1]) \
+                if files.adapter is not None or supports_lora(files.model) else 0
+            served = ModelFiles(files.model, tiny=files.tiny, name=files.name)
+            engine = self._engines[files.model] = Engine(served, files.name or "model",
+                                                         max_rank,
+                                                         last_used=trio.current_time())
+            self._nursery.start_soon(self._run, engine)
+        await engine.ready.wait()
+        if engine.failure is not None:
+            raise Unavailable(f"the model could not be loaded by vLLM: {engine.failure}")
+        return engine
+
+    async def _load_adapter(self, engine: Engine, name: str, adapter: Path) -> None:
+        async with engine.adapter_lock:
+            if engine.adapters.get(name) == adapter:
+                engine.adapters.move_to_end(name)
+                return
+            assert engine.client is not None
+            excess = len(engine.adapters) - self._settings.serving_max_adapters + 1
+            for old in [n for n in engine.adapters if n not in engine.in_flight][:max(excess, 0)]:
+                await engine.client.post("/v1/unload_lora_adapter", json={"lora_name": old})
+                del engine.adapters[old]
+            answer = await engine.client.post("/v1/load_lora_adapter", json={
+                "lora_name": name, "lora_path": str(adapter)}, timeout=120)
+            if answer.status_code != 200:
+                raise Unavailable(f"vLLM could not load the adapter of {name}: "
+                                  f"{_message(answer.content)}")
+            engine.adapters[name] = adapter
+
+    def _make_room(self) -> None:
+        idle = sorted((e for e in self._engines.values() if not e.busy),
+                      key=lambda e: e.last_used)
+        excess = len(self._engines) - self._settings.inference_max_models + 1
+        for engine in idle[:max(excess, 0)]:
+            self._let_go(engine)
+
+    def _let_go(self, engine: Engine) -> None:
+        if self._engines.get(engine.files.model) is engine:
+            del self._engines[engine.files.model]
+        engine.kill()
+
+    def command(self, engine: Engine) -> list[str]:
+        """The command line of ``engine``'s server (vLLM's own flags)."""
+        files = engine.files
+        command = [str(self.environment.python), "-m", "vllm.entrypoints.openai.api_server",
+                   "--model", str(files.model), "--served-model-name", engine.served,
+                   "--host", "127.0.0.1", "--port", str(engine.port),
+                   "--max-model-len", str(files.context_length),
+                   "--generation-config", "vllm",  # OpenAI's defaults, not the model's
+                   # JSON answers without the blank space a grammar allows between tokens
+                   "--structured-outputs-config",
+                   '{"backend": "xgrammar", "disable_any_whitespace": true}',
+                   "--enable-auto-tool-choice", "--tool-call-parser",
+                   tool_call_parser(files.model)]
+        if engine.max_lora_rank:
+            command += ["--enable-lora", "--max-loras", str(self._settings.vllm_max_loras),
+                        "--max-lora-rank", str(engine.max_lora_rank)]
+        if "cpu" in self.environment.package:
+            command += ["--dtype", "float32", "--enforce-eager"]
+        return command
+
+    async def _run(self, engine: Engine) -> None:
+        """Start ``engine``'s server, wait until it answers, and reap it when it ends."""
+        settings = self._settings
+        home = settings.data_dir / "inference"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**scrubbed_environment(settings.trainer_env), "VLLM_NO_USAGE_STATS": "1",
+               "DO_NOT_TRACK": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
+               "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm_kv_cache_gib),
+               "HF_HUB_OFFLINE": "1"}
+        with (home / f"vllm-{engine.port}.log").open("ab") as output:
+            try:
+                process = await start_service(self.command(engine), home, env,
+                                              output.fileno())
+            except OSError as exc:
+                engine.failure = f"{type(exc).__name__}: {exc}"
+                self._let_go(engine)
+                engine.ready.set()
+                return
+        engine.process = process
+        engine.client = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{engine.port}", timeout=httpx.Timeout(30, read=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        try:
+            async with engine.client:
+                try:
+                    await self._until_healthy(engine, process, home)
+                finally:
+                    if engine.failure is not None:
+                        self._let_go(engine)
+                    engine.ready.set()
+                await process.wait()
+        finally:
+            engine.kill()  # its whole group: vLLM's engine core is a child of its own
+            with trio.CancelScope(shield=True):
+                await process.wait()
+        if engine.failure is None:
+            log.warning("vllm.stopped", model=str(engine.files.model),
+                        returncode=process.poll())
+        self._let_go(engine)
+
+    async def _until_healthy(self, engine: Engine, process: Any,
+                             home: Path) -> None:
+        assert engine.client is not None
+        with trio.move_on_after(self._settings.vllm_start_timeout_s) as waited:
+            while process.poll() is None:
+                with contextlib.suppress(httpx.TransportError):
+                    if (await engine.client.get("/health", timeout=5)).status_code == 200:
+                        log.info("vllm.ready", model=str(engine.files.model), port=engine.port)
+                        return
+                await trio.sleep(_HEALTH_EVERY_S)
+        tail = _tail(home / f"vllm-{engine.port}.log")
+        engine.failure = (f"it did not answer in {self._settings.vllm_start_timeout_s:.0f} s"
+                          if waited.cancelled_caught else f"it stopped at start: {tail}")
+
+    async def _evict_idle(self) -> None:
+        idle_s = self._settings.inference_idle_s
+        while True:
+            await trio.sleep(min(idle_s / 4, 30.0))
+            now = trio.current_time()
+            for engine in list(self._engines.values()):
+                if not engine.busy and now - engine.last_used > idle_s:
+                    log.info("vllm.idle", model=str(engine.files.model))
+                    self._let_go(engine)
+
+
+def _message(content: bytes) -> str:
+    try:
+        error = json.loads(content)
+        message = error.get("error", error).get("message") or error.get("message")
+        return str(message or error)
+    except (ValueError, AttributeError):
+        return content.decode(errors="replace")[:500]
+
+
+def _refusal(status: int, content: bytes) -> InvalidRequest | Unavailable:
+    """vLLM's error answer as ours: a 4xx is the request's fault (the parameter it names, as
+    ``(parameter=max_tokens, value=300)``, is the ``param``), anything else the engine's."""
+    if 400 <= status < 500:
+        message = _message(content)
+        named = re.search(r"\(parameter=(\w+)", message)
+        return InvalidRequest(message, param=named.group(1) if named else None)
+    return Unavailable(f"the model's engine failed the request: {_message(content)}")
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " / ".join(line.strip()[:300] for line in text[-lines:])

