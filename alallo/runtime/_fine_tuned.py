@@ -32,6 +32,7 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Awaitable, Callable
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -40,6 +41,7 @@ import trio
 
 from .._errors import InvalidRequest, NotFound, shown
 from ..executors import scrubbed_environment
+from .._status import JobStatus
 from ..jobs import Job
 from ..settings import Settings
 from ..store import Store
@@ -49,6 +51,10 @@ from ._model_ids import legacy_model_id, model_id, parse_model_id
 __all__ = ["ArchiveFormat", "FineTunedModels"]
 
 ArchiveFormat = Literal["adapter", "merged"]
+
+
+TRAINED_CACHED = 1024
+"""Succeeded jobs :class:`FineTunedModels` keeps in memory."""
 
 
 class FineTunedModels:
@@ -66,6 +72,10 @@ class FineTunedModels:
         self._settings = settings
         self._get_job = get_job
         self._builds: dict[Path, _Build] = {}
+        self._trained: OrderedDict[str, Job] = OrderedDict()
+        """Succeeded jobs by id, those asked for lately (:data:`TRAINED_CACHED` at most): a
+        succeeded job's model never changes, so a completion does not read the store for
+        it (64 requests at once waited 2 s on SQLite's one reader for it, issue 33)."""
         self.checkpoints = CheckpointModels(store, get_job)
         """The jobs' checkpoints as models, and their permissions."""
 
@@ -80,10 +90,18 @@ class FineTunedModels:
         ref = parse_model_id(model)
         job: Job | None = None
         if ref is not None and ref.step is None:
-            try:
-                job = await self._get_job(account_id, ref.job_id)
-            except NotFound:
-                job = None
+            job = self._trained.get(ref.job_id)
+            if job is not None and job.account_id == account_id:
+                self._trained.move_to_end(ref.job_id)
+            else:
+                try:
+                    job = await self._get_job(account_id, ref.job_id)
+                except NotFound:
+                    job = None
+                if job is not None and job.status is JobStatus.SUCCEEDED:
+                    self._trained[ref.job_id] = job
+                    while len(self._trained) > TRAINED_CACHED:
+                        self._trained.popitem(last=False)
         if (job is None or job.fine_tuned_model is None
                 or model not in (model_id(job), legacy_model_id(job))
                 or not Path(job.fine_tuned_model).is_dir()):

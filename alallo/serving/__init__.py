@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ._requests import TextRequest as TextRequest
     from ._transformers import InferenceWorkers as InferenceWorkers
     from ._vllm import VllmEngines as VllmEngines
+    from ._vllm_process import server_command as server_command
+    from ._vllm_process import server_env as server_env
     from ._vllm_env import VllmEnvironment as VllmEnvironment
     from ._vllm_env import default_venv as default_venv
 
@@ -36,10 +38,13 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "VllmEngines": ("._vllm", "VllmEngines"),
     "VllmEnvironment": ("._vllm_env", "VllmEnvironment"),
     "default_venv": ("._vllm_env", "default_venv"),
+    "server_command": ("._vllm_process", "server_command"),
+    "server_env": ("._vllm_process", "server_env"),
 }
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 __all__ = ["Answer", "ChatRequest", "Completions", "InferenceWorkers", "ModelFiles",
-           "TextRequest", "VllmEngines", "VllmEnvironment", "default_venv"]
+           "TextRequest", "VllmEngines", "VllmEnvironment", "default_venv", "server_command",
+           "server_env"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -50,6 +50,9 @@ class _Worker:
     files: ModelFiles
     ready: trio.Event = field(default_factory=trio.Event)
     lock: trio.Lock = field(default_factory=trio.Lock)
+    users: int = 0
+    """Requests waiting for it or running in it: a worker with users is never let go of
+    to make room (one still loading has no lock held, but has them)."""
     failure: str | None = None
     last_used: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
@@ -157,31 +160,39 @@ class InferenceWorkers:
                 with contextlib.suppress(trio.BrokenResourceError):
                     await send.send(exc)
                 return
-            async with worker.lock:
-                worker.last_used = trio.current_time()
-                finished = False
-                try:
-                    await worker.send(request)
-                    while not finished:
-                        message = await worker.receive()
-                        if message.get("id") != request["id"]:
-                            continue
-                        finished = "done" in message or "error" in message
-                        if "done" in message:
-                            self.tokens.add(int(message["done"].get("completion_tokens", 0)))
-                        await send.send(message if "error" not in message else InvalidRequest(
-                            message["error"], param=message.get("param")))
-                except Unavailable as exc:  # the worker stopped
-                    finished = True
-                    self._let_go(worker)
-                    with contextlib.suppress(trio.BrokenResourceError):
-                        await send.send(exc)
-                except trio.BrokenResourceError:
-                    pass  # the caller went away: cancelled below
-                finally:
-                    if not finished:
-                        await self._cancel(worker, request["id"])
-                    worker.last_used = trio.current_time()
+            try:
+                async with worker.lock:
+                    await self._in_worker(worker, request, send)
+            finally:
+                worker.users -= 1
+
+    async def _in_worker(self, worker: _Worker, request: dict[str, Any],
+                         send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
+        """Run ``request`` in ``worker`` (its lock held), forwarding each answer."""
+        worker.last_used = trio.current_time()
+        finished = False
+        try:
+            await worker.send(request)
+            while not finished:
+                message = await worker.receive()
+                if message.get("id") != request["id"]:
+                    continue
+                finished = "done" in message or "error" in message
+                if "done" in message:
+                    self.tokens.add(int(message["done"].get("completion_tokens", 0)))
+                await send.send(message if "error" not in message else InvalidRequest(
+                    message["error"], param=message.get("param")))
+        except Unavailable as exc:  # the worker stopped
+            finished = True
+            self._let_go(worker)
+            with contextlib.suppress(trio.BrokenResourceError):
+                await send.send(exc)
+        except trio.BrokenResourceError:
+            pass  # the caller went away: cancelled below
+        finally:
+            if not finished:
+                await self._cancel(worker, request["id"])
+            worker.last_used = trio.current_time()
 
     async def _cancel(self, worker: _Worker, request_id: str) -> None:
         with trio.move_on_after(CANCEL_GRACE_S, shield=True):
@@ -204,13 +215,19 @@ class InferenceWorkers:
             self._make_room()
             worker = self._workers[files] = _Worker(files, last_used=trio.current_time())
             self._nursery.start_soon(self._run, worker)
-        await worker.ready.wait()
+        worker.users += 1  # the caller's: given back by _serve_in_turn
+        try:
+            await worker.ready.wait()
+        except BaseException:
+            worker.users -= 1
+            raise
         if worker.failure is not None:
+            worker.users -= 1
             raise Unavailable(f"the model could not be loaded: {worker.failure}")
         return worker
 
     def _make_room(self) -> None:
-        idle = sorted((w for w in self._workers.values() if not w.lock.locked()),
+        idle = sorted((w for w in self._workers.values() if not w.users),
                       key=lambda w: w.last_used)
         excess = len(self._workers) - self._settings.inference_max_models + 1
         for worker in idle[:max(excess, 0)]:
@@ -270,7 +287,7 @@ class InferenceWorkers:
             await trio.sleep(min(idle_s / 4, 30.0))
             now = trio.current_time()
             for worker in list(self._workers.values()):
-                if not worker.lock.locked() and now - worker.last_used > idle_s:
+                if not worker.users and now - worker.last_used > idle_s:
                     log.info("inference.idle", model=str(worker.files.model))
                     self._let_go(worker)
 

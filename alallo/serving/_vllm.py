@@ -19,8 +19,6 @@ starts it anew; one nobody asked for in ``inference_idle_s`` is let go of.
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import signal
 import socket
 from collections import OrderedDict
@@ -34,14 +32,15 @@ import httpx
 import structlog
 import trio
 
-from .._errors import InvalidRequest, Unavailable
-from ..executors import kill_group, scrubbed_environment, start_service
+from .._errors import Unavailable
+from ..executors import kill_group, start_service
 from ..settings import Settings
 from ._meter import TokenMeter
-from ._models import ModelFiles, lora_rank, supports_lora, tool_call_parser
+from ._models import ModelFiles, lora_rank, supports_lora
 from ._vllm_env import VllmEnvironment
+from ._vllm_process import reap_stale, refusal, server_command, server_env, tail, vllm_message
 
-__all__ = ["LORA_RANKS", "VllmEngines"]
+__all__ = ["LORA_RANKS", "Engine", "VllmEngines"]
 
 log = structlog.get_logger("alallo.serving.vllm")
 
@@ -126,6 +125,7 @@ class VllmEngines:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
         """Serve while inside; every engine is stopped on the way out."""
+        reap_stale(self._settings.data_dir / "inference")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._evict_idle)
@@ -150,7 +150,20 @@ class VllmEngines:
             InvalidRequest: vLLM refused the request (its message; 400).
             Unavailable: the engine could not start, or stopped.
         """
-        engine = await self._engine(files)
+        for attempt in (1, 2):
+            engine = await self._engine(files)
+            try:
+                return engine, await self._send(engine, files, name, path, body)
+            except httpx.ConnectError as exc:
+                # Nothing listens on its port: it died between requests (and is not reaped
+                # yet). It is let go of, and this request waits for a new one.
+                self._let_go(engine)
+                if attempt == 2:
+                    raise Unavailable("the model's engine stopped; ask again") from exc
+        raise AssertionError("unreachable")
+
+    async def _send(self, engine: Engine, files: ModelFiles, name: str, path: str,
+                    body: dict[str, Any]) -> httpx.Response:
         engine.in_flight[name] = engine.in_flight.get(name, 0) + 1
         engine.last_used = trio.current_time()
         try:
@@ -159,13 +172,17 @@ class VllmEngines:
                 body = {**body, "model": name}
             else:
                 body = {**body, "model": engine.served}
-            assert engine.client is not None
-            request = engine.client.build_request("POST", path, json=body)
-            response = await engine.client.send(request, stream=True)
+            response = await self._post(engine, path, body)
+        except httpx.ConnectError:
+            self.done(engine, name)
+            raise
         except httpx.TransportError as exc:
             self.done(engine, name)
-            self._let_go(engine)
-            raise Unavailable("the model's engine stopped; ask again") from exc
+            self.crashed(engine)
+            raise Unavailable("the model's engine stopped; ask again"
+                              if engine.process is None or engine.process.poll() is not None
+                              else f"the model's engine did not answer ({exc!r}); ask again"
+                              ) from exc
         except BaseException:
             self.done(engine, name)
             raise
@@ -173,8 +190,23 @@ class VllmEngines:
             content = await response.aread()
             await response.aclose()
             self.done(engine, name)
-            raise _refusal(response.status_code, content)
-        return engine, response
+            raise refusal(response.status_code, content)
+        return response
+
+    async def _post(self, engine: Engine, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` on a kept-alive connection (a new connection per request waited
+        for vLLM's busy event loop to accept it: 3× the first-token time at 16 at once);
+        once again on a fresh one when vLLM had closed the kept one meanwhile (it closes
+        them after 5 s idle: "Server disconnected without sending a response")."""
+        assert engine.client is not None
+        for attempt in (1, 2):
+            request = engine.client.build_request("POST", path, json=body)
+            try:
+                return await engine.client.send(request, stream=True)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if attempt == 2 or engine.process is None or engine.process.poll() is not None:
+                    raise
+        raise AssertionError("unreachable")
 
     def done(self, engine: Engine, name: str, completion_tokens: int = 0) -> None:
         """One request of ``engine`` for ``name`` ended, having generated
@@ -188,8 +220,11 @@ class VllmEngines:
         self.tokens.add(completion_tokens)
 
     def crashed(self, engine: Engine) -> None:
-        """``engine`` stopped answering part way: let go of it (the next request starts it)."""
-        self._let_go(engine)
+        """A connection to ``engine`` failed: when its process has stopped, let go of it (the
+        next request starts it anew); one still running is kept (a connection refused under
+        load is no crash)."""
+        if engine.process is None or engine.process.poll() is not None:
+            self._let_go(engine)
 
     async def _engine(self, files: ModelFiles) -> Engine:
         """The engine of ``files.model``, started when there is none (or when its adapters'
@@ -217,6 +252,9 @@ class VllmEngines:
         return engine
 
     async def _load_adapter(self, engine: Engine, name: str, adapter: Path) -> None:
+        if engine.adapters.get(name) == adapter:  # loaded: no lock (64 requests queued on it
+            engine.adapters.move_to_end(name)  # for 0.4 s, each handed it in turn)
+            return
         async with engine.adapter_lock:
             if engine.adapters.get(name) == adapter:
                 engine.adapters.move_to_end(name)
@@ -230,7 +268,7 @@ class VllmEngines:
                 "lora_name": name, "lora_path": str(adapter)}, timeout=120)
             if answer.status_code != 200:
                 raise Unavailable(f"vLLM could not load the adapter of {name}: "
-                                  f"{_message(answer.content)}")
+                                  f"{vllm_message(answer.content)}")
             engine.adapters[name] = adapter
 
     def _make_room(self) -> None:
@@ -246,34 +284,16 @@ class VllmEngines:
         engine.kill()
 
     def command(self, engine: Engine) -> list[str]:
-        """The command line of ``engine``'s server (vLLM's own flags)."""
-        files = engine.files
-        command = [str(self.environment.python), "-m", "vllm.entrypoints.openai.api_server",
-                   "--model", str(files.model), "--served-model-name", engine.served,
-                   "--host", "127.0.0.1", "--port", str(engine.port),
-                   "--max-model-len", str(files.context_length),
-                   "--generation-config", "vllm",  # OpenAI's defaults, not the model's
-                   # JSON answers without the blank space a grammar allows between tokens
-                   "--structured-outputs-config",
-                   '{"backend": "xgrammar", "disable_any_whitespace": true}',
-                   "--enable-auto-tool-choice", "--tool-call-parser",
-                   tool_call_parser(files.model)]
-        if engine.max_lora_rank:
-            command += ["--enable-lora", "--max-loras", str(self._settings.vllm_max_loras),
-                        "--max-lora-rank", str(engine.max_lora_rank)]
-        if "cpu" in self.environment.package:
-            command += ["--dtype", "float32", "--enforce-eager"]
-        return command
+        """The command line of ``engine``'s server (:func:`server_command`)."""
+        return server_command(self.environment, self._settings, engine.files.model,
+                              engine.served, engine.port, engine.max_lora_rank)
 
     async def _run(self, engine: Engine) -> None:
         """Start ``engine``'s server, wait until it answers, and reap it when it ends."""
         settings = self._settings
         home = settings.data_dir / "inference"
         home.mkdir(parents=True, exist_ok=True)
-        env = {**scrubbed_environment(settings.trainer_env), "VLLM_NO_USAGE_STATS": "1",
-               "DO_NOT_TRACK": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
-               "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm_kv_cache_gib),
-               "HF_HUB_OFFLINE": "1"}
+        env = server_env(settings)
         with (home / f"vllm-{engine.port}.log").open("ab") as output:
             try:
                 process = await start_service(self.command(engine), home, env,
@@ -284,9 +304,12 @@ class VllmEngines:
                 engine.ready.set()
                 return
         engine.process = process
+        pid_file = home / f"vllm-{engine.port}.pid"
+        pid_file.write_text(str(process.pid))  # its process group, for reap_stale
         engine.client = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{engine.port}", timeout=httpx.Timeout(30, read=None),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256,
+                                keepalive_expiry=2.0))  # uvicorn closes idle ones at 5 s
         try:
             async with engine.client:
                 try:
@@ -300,6 +323,7 @@ class VllmEngines:
             engine.kill()  # its whole group: vLLM's engine core is a child of its own
             with trio.CancelScope(shield=True):
                 await process.wait()
+            pid_file.unlink(missing_ok=True)
         if engine.failure is None:
             log.warning("vllm.stopped", model=str(engine.files.model),
                         returncode=process.poll())
@@ -315,9 +339,9 @@ class VllmEngines:
                         log.info("vllm.ready", model=str(engine.files.model), port=engine.port)
                         return
                 await trio.sleep(_HEALTH_EVERY_S)
-        tail = _tail(home / f"vllm-{engine.port}.log")
+        last = tail(home / f"vllm-{engine.port}.log")
         engine.failure = (f"it did not answer in {self._settings.vllm_start_timeout_s:.0f} s"
-                          if waited.cancelled_caught else f"it stopped at start: {tail}")
+                          if waited.cancelled_caught else f"it stopped at start: {last}")
 
     async def _evict_idle(self) -> None:
         idle_s = self._settings.inference_idle_s
@@ -328,30 +352,3 @@ class VllmEngines:
                 if not engine.busy and now - engine.last_used > idle_s:
                     log.info("vllm.idle", model=str(engine.files.model))
                     self._let_go(engine)
-
-
-def _message(content: bytes) -> str:
-    try:
-        error = json.loads(content)
-        message = error.get("error", error).get("message") or error.get("message")
-        return str(message or error)
-    except (ValueError, AttributeError):
-        return content.decode(errors="replace")[:500]
-
-
-def _refusal(status: int, content: bytes) -> InvalidRequest | Unavailable:
-    """vLLM's error answer as ours: a 4xx is the request's fault (the parameter it names, as
-    ``(parameter=max_tokens, value=300)``, is the ``param``), anything else the engine's."""
-    if 400 <= status < 500:
-        message = _message(content)
-        named = re.search(r"\(parameter=(\w+)", message)
-        return InvalidRequest(message, param=named.group(1) if named else None)
-    return Unavailable(f"the model's engine failed the request: {_message(content)}")
-
-
-def _tail(path: Path, lines: int = 3) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no log)"
-    return " / ".join(line.strip()[:300] for line in text[-lines:])

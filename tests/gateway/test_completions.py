@@ -177,3 +177,18 @@ def local_balance(server: LiveServer) -> float:
     assert result.exit_code == 0, result.output
     (account,) = json.loads(result.stdout)["data"]
     return float(account["balance"])
+
+
+def test_a_model_served_by_transformers_says_why_a_parameter_needs_vllm(
+        sdk: openai.OpenAI) -> None:
+    # Issue 33: this server has vLLM switched off (the suite's ALALLO_SERVING_ENGINE), so
+    # even the Llama-shaped tiny model is on transformers, and says so.
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.completions.create(model="alallo/tiny-llama", prompt=["Hello", "Hi"], max_tokens=2)
+    assert refused.value.param == "prompt"
+    message = refused.value.message
+    assert "served by transformers" in message and "ALALLO_SERVING_ENGINE" in message, message
+    answer = sdk.completions.create(model="alallo/tiny-llama", prompt="Hello", max_tokens=3,
+                                    temperature=0)
+    assert answer.model == "alallo/tiny-llama"
+    assert answer.usage is not None and answer.usage.completion_tokens == 3
