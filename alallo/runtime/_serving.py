@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import structlog
-
 from ..serving import Completions, InferenceWorkers, ModelFiles, VllmEngines, VllmEnvironment
 from ..serving import default_venv
 from ..settings import Settings
 from ..store import Store
 
 __all__ = ["open_completions", "serving_engines"]
-
-log = structlog.get_logger("alallo.serving")
 
 
 def serving_engines(settings: Settings) -> tuple[VllmEnvironment | None, str | None]:
@@ -32,6 +28,4 @@ def open_completions(settings: Settings, store: Store,
     """The completions of a runtime: both engines where vLLM is ready, else transformers."""
     environment, why_not = serving_engines(settings)
     engines = VllmEngines(settings, environment) if environment is not None else None
-    log.info("serving.engines", vllm=environment.package if environment else None,
-             why_not_vllm=why_not)
     return Completions(settings, store, resolve, InferenceWorkers(settings), engines, why_not)

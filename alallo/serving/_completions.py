@@ -82,6 +82,8 @@ class Completions:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
         """Serve while inside: both engines' processes are stopped on the way out."""
+        log.info("serving.engines", why_not_vllm=self.why_not_vllm,
+                 vllm=self.engines.environment.package if self.engines else None)
         async with self.workers.open():
             if self.engines is None:
                 yield
@@ -115,7 +117,6 @@ class Completions:
             Forbidden: tokens cost money here and the account's balance is spent.
             Unavailable: the model could not be loaded, or its engine stopped.
         """
-        import sys, time as _t; _t0 = _t.perf_counter()
         request: ChatRequest | TextRequest = (ChatRequest if chat else TextRequest
                                               ).model_validate(body)
         field, asked = request.asked_tokens
@@ -127,9 +128,7 @@ class Completions:
         request.check_logit_bias()
         if isinstance(request, TextRequest):
             _ = request.prompts
-        _ta = _t.perf_counter()
         files = await self._resolve(account_id, request.model)
-        _tb = _t.perf_counter()
         await self._check_balance(account_id)
 
         async def charge(usage_id: str, tokens: int) -> None:
@@ -143,9 +142,7 @@ class Completions:
                 forward["stream_options"] = {**(request.stream_options or {}),
                                              "include_usage": True}
             path = "/v1/chat/completions" if chat else "/v1/completions"
-            _t1 = _t.perf_counter()
             engine, response = await self.engines.send(files, request.model, path, forward)
-            print("T", round((_ta-_t0)*1000, 1), round((_tb-_ta)*1000, 1), round((_t1-_tb)*1000, 1), round((_t.perf_counter()-_t1)*1000, 1), file=sys.stderr)
             return VllmAnswer(request, self.engines, engine, request.model, response, charge)
         refused = transformers_refusal(request)
         if refused is not None:

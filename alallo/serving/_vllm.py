@@ -197,16 +197,30 @@ class VllmEngines:
         """POST ``body`` on a kept-alive connection (a new connection per request waited
         for vLLM's busy event loop to accept it: 3× the first-token time at 16 at once);
         once again on a fresh one when vLLM had closed the kept one meanwhile (it closes
-        them after 5 s idle: "Server disconnected without sending a response")."""
+        them after 5 s idle: "Server disconnected without sending a response") and still
+        answers ``/health``. A request the engine died with is not sent again.
+
+        Raises:
+            httpx.ConnectError: nothing listens on the engine's port (nothing was sent).
+            httpx.TransportError: the engine stopped with the request in it.
+        """
         assert engine.client is not None
         for attempt in (1, 2):
             request = engine.client.build_request("POST", path, json=body)
             try:
                 return await engine.client.send(request, stream=True)
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-                if attempt == 2 or engine.process is None or engine.process.poll() is not None:
-                    raise
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if attempt == 2 or not await self._healthy(engine):
+                    # Not a stale connection: the engine died with the request in it.
+                    raise httpx.ReadError(f"the engine stopped: {exc!r}") from exc
         raise AssertionError("unreachable")
+
+    async def _healthy(self, engine: Engine) -> bool:
+        assert engine.client is not None
+        try:
+            return (await engine.client.get("/health", timeout=5)).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def done(self, engine: Engine, name: str, completion_tokens: int = 0) -> None:
         """One request of ``engine`` for ``name`` ended, having generated

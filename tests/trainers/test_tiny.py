@@ -75,10 +75,10 @@ def test_losing_a_build_race_keeps_the_winner(
     target = tmp_path / "models" / "m"
     real_write = tiny._write_model
 
-    def write_after_a_rival(directory: Path, *, seed: int) -> None:
+    def write_after_a_rival(directory: Path, name: str, *, seed: int) -> None:
         # Another process completes its build while ours is still writing.
-        real_write(target, seed=seed)
-        real_write(directory, seed=seed)
+        real_write(target, name, seed=seed)
+        real_write(directory, name, seed=seed)
 
     monkeypatch.setattr(tiny, "_write_model", write_after_a_rival)
     assert build_tiny_gpt2(target) == target
