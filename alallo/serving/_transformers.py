@@ -97,6 +97,8 @@ class InferenceWorkers:
         self._nursery: trio.Nursery | None = None
         self.requests = 0
         """Requests under way (waiting for their model's turn, or generating)."""
+        self._asked: dict[ModelFiles, int] = {}
+        """Requests under way by model, counted from the moment they are submitted."""
         self.tokens = TokenMeter()
         """Completion tokens generated (for ``/metrics``)."""
 
@@ -104,6 +106,16 @@ class InferenceWorkers:
     def loaded(self) -> list[ModelFiles]:
         """The models loaded (or loading) now, the one used longest ago first."""
         return [w.files for w in sorted(self._workers.values(), key=lambda w: w.last_used)]
+
+    def free(self, files: ModelFiles) -> bool:
+        """Whether a request for ``files`` would start at once: its worker is loaded and
+        no request holds or waits for it, or none is loaded and room is left for it."""
+        if self._asked.get(files):
+            return False
+        worker = self._workers.get(files)
+        if worker is None:
+            return len(self._workers) < self._settings.inference_max_models
+        return worker.ready.is_set() and worker.failure is None
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -138,6 +150,8 @@ class InferenceWorkers:
         if self._nursery is None:
             raise Unavailable("the server is stopping")
         send, receive = trio.open_memory_channel[dict[str, Any] | Exception](16)
+        self.requests += 1
+        self._asked[files] = self._asked.get(files, 0) + 1
         self._nursery.start_soon(self._serve, files, request, send)
         return receive
 
@@ -145,11 +159,13 @@ class InferenceWorkers:
                      send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
         """Run ``request`` on its model's worker, in turn, forwarding each answer to ``send``;
         a caller gone part way (a closed channel) cancels it in the worker."""
-        self.requests += 1
         try:
             await self._serve_in_turn(files, request, send)
         finally:
             self.requests -= 1
+            self._asked[files] -= 1
+            if not self._asked[files]:
+                del self._asked[files]
 
     async def _serve_in_turn(self, files: ModelFiles, request: dict[str, Any],
                              send: trio.MemorySendChannel[dict[str, Any] | Exception]) -> None:
