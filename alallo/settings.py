@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     """LoRA adapters one vLLM engine batches at once (``--max-loras``)."""
     serving_max_adapters: int = Field(default=32, ge=1)
     """Adapters one vLLM engine holds loaded; one more unloads the one used longest ago."""
+    vllm_device_wait_s: float = Field(default=30.0, gt=0)
+    """How long a vLLM engine waits for a device of the pool (jobs holding them all)
+    before its requests fail with 503."""
     vllm_start_timeout_s: float = Field(default=600.0, gt=0)
     """A vLLM engine that does not answer this long after its start (s) failed to load."""
     inference_price_per_1m_tokens: float = Field(default=0.0, ge=0)

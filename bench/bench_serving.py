@@ -208,7 +208,8 @@ def main() -> int:
                 sides = {"alallo": (alallo.url, alallo.headers), "vllm": (vllm.url, {}),
                          "transformers": (transformers.url, transformers.headers)}
                 for name, (url, headers) in sides.items():  # loads the engines: not timed
-                    trio.run(round_, url, headers, models, 4, 4)
+                    trio.run(round_, url, headers, models, 1, 4)  # transformers' workers
+                    trio.run(round_, url, headers, models, 16, 16)  # and vLLM's engine
                 for concurrency in LEVELS:
                     requests = max(8, 2 * concurrency)
                     for _ in range(rounds):

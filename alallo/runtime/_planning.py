@@ -43,6 +43,7 @@ from ..jobs import (
 from ..settings import Settings
 from ..store import FileRow, Store
 from ._data_fit import DataFit
+from ._serving import SERVING
 from ._starting_weights import GetJob, starting_weights
 from ._training_files import TrainingFiles
 from ._views import CURRENCY, nodes_view, plan_view, time_range_view
@@ -276,7 +277,8 @@ class Planning:
     async def capacity(self, account_id: str | None = None) -> api.Capacity:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``).
 
-        With ``account_id``, as that account sees it: other accounts' job ids are not
+        A vLLM engine's device shows under ``serving:PORT`` (to every account: it names no
+        model). With ``account_id``, as that account sees it: other accounts' job ids are not
         shown; their devices count under ``busy["others"]`` (:data:`OTHERS`), their device
         indices under ``device_indices["others"]``, and their place in line only in
         ``queue_length``.
@@ -288,7 +290,8 @@ class Planning:
         nodes = nodes_view(self._pool)
         if account_id is not None:
             ids = [*queue, *(job_id for node in nodes for job_id in node["busy"])]
-            own = await self._store.jobs_of_account(account_id, ids)
+            own = {*await self._store.jobs_of_account(account_id, ids),
+                   *(i for i in ids if i.startswith(SERVING))}  # engines: no account's
             for node in nodes:
                 busy = {job_id: n for job_id, n in node["busy"].items() if job_id in own}
                 others = sum(n for job_id, n in node["busy"].items() if job_id not in own)

@@ -50,7 +50,7 @@ from ._planning import Planning
 from ._ray_nodes import follow_ray_nodes, reach_ray
 from ._relocation import Relocation
 from ._served_models import ServedModels
-from ._serving import open_completions
+from ._serving import device_holder, open_completions
 from ._starter import Starter
 from ._streams import Streams
 from ._trainer_access import open_to_trainer_user, resolve_trainer_user
@@ -117,7 +117,8 @@ class Runtime:
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
         self.completions = open_completions(self.settings, self.store, ServedModels(
-            self.settings, self.planning, self.models).files)  # try the models
+            self.settings, self.planning, self.models).files,  # try the models
+            device_holder(self.settings, self.pool, lambda: self.scheduler))
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,

@@ -13,6 +13,9 @@ picks its engine and starts it there:
   too small for vLLM's CPU attention, no vLLM installed, or ``serving_engine:
   transformers``. A parameter it cannot honour is a 400 naming it and saying why the model
   is not on vLLM here.
+- and, on a CPU, **one request at a time** of a small model that transformers can answer,
+  while the model's worker is free (faster than vLLM with LoRA there); the requests that
+  come meanwhile go to vLLM, which batches them.
 
 A request the engine refuses (a prompt longer than the model's context) is refused before any
 byte of a stream (a 4xx). The answer (:class:`TransformersAnswer`, :class:`VllmAnswer`)
@@ -159,13 +162,15 @@ class Completions:
         """Whether a request vLLM could serve goes to transformers instead: one request at a
         time of a small model on a CPU is faster there (measured on the tiny Llama with
         LoRA adapters: 738 tokens/s against vLLM's 240), so a request transformers can
-        honour goes there while the model's worker is free, and the others, those that
-        come meanwhile, to vLLM, which batches them (``serving_transformers_alone``)."""
+        honour goes there while the model's worker is free and its base's vLLM engine has
+        nothing to do; the others, those that come meanwhile, go to vLLM, which batches
+        them (``serving_transformers_alone``)."""
         assert self.engines is not None
         return (self._settings.serving_transformers_alone
                 and "cpu" in self.engines.environment.package
                 and files.weights_mb <= SMALL_MODEL_MB
                 and transformers_refusal(request) is None
+                and not self.engines.requests_on(files.model)
                 and self.workers.free(files))
 
     async def why_not_on_vllm(self, files: ModelFiles) -> str | None:

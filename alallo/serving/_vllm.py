@@ -22,8 +22,8 @@ import contextlib
 import signal
 import socket
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,8 @@ class Engine:
     """Requests under way, by the model name they asked for."""
     last_used: float = 0.0
     client: httpx.AsyncClient | None = None
+    placement: Any = None
+    """The pool's devices it holds (``alallo.capacity.Placement``; None: no pool)."""
 
     @property
     def busy(self) -> int:
@@ -101,11 +103,17 @@ class VllmEngines:
             ``inference_max_models``, ``serving_max_adapters``, ``vllm_max_loras``,
             ``vllm_kv_cache_gib``, ``vllm_start_timeout_s``.
         environment: vLLM's environment (ready: its ``problem`` is None).
+        hold: ``async with hold(name) as placement``: a device of the capacity pool for an
+            engine's life (its ``device_indices`` become ``CUDA_VISIBLE_DEVICES``; None: no
+            pool); raises :class:`Unavailable` when none comes free in time.
     """
 
-    def __init__(self, settings: Settings, environment: VllmEnvironment) -> None:
+    def __init__(self, settings: Settings, environment: VllmEnvironment,
+                 hold: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
+                 ) -> None:
         self._settings = settings
         self.environment = environment
+        self._hold = hold or (lambda _name: nullcontext())
         self._engines: dict[Path, Engine] = {}
         """By the folder of the model each one loaded."""
         self._nursery: trio.Nursery | None = None
@@ -116,6 +124,11 @@ class VllmEngines:
     def engines(self) -> list[Engine]:
         """The engines started (or starting) now."""
         return list(self._engines.values())
+
+    def requests_on(self, model: Path) -> int:
+        """Requests under way on the engine of the model in ``model`` (0 when none runs)."""
+        engine = self._engines.get(model)
+        return engine.busy if engine is not None else 0
 
     @property
     def requests(self) -> int:
@@ -288,11 +301,28 @@ class VllmEngines:
                               engine.served, engine.port, engine.max_lora_rank)
 
     async def _run(self, engine: Engine) -> None:
-        """Start ``engine``'s server, wait until it answers, and reap it when it ends."""
+        """Hold a device of the pool for ``engine`` while it runs (:meth:`_run_held`); an
+        engine that gets none in time fails its requests (503)."""
+        try:
+            async with self._hold(str(engine.port)) as placement:
+                engine.placement = placement
+                await self._run_held(engine, placement)
+        except Unavailable as exc:
+            if engine.process is not None:
+                raise
+            engine.failure = exc.message
+            self._let_go(engine)
+            engine.ready.set()
+
+    async def _run_held(self, engine: Engine, placement: Any) -> None:
+        """Start ``engine``'s server on ``placement``'s devices, wait until it answers, and
+        reap it when it ends."""
         settings = self._settings
         home = settings.data_dir / "inference"
         home.mkdir(parents=True, exist_ok=True)
         env = server_env(settings)
+        if placement is not None and placement.device_type != "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.device_indices))
         with (home / f"vllm-{engine.port}.log").open("ab") as output:
             try:
                 process = await start_service(self.command(engine), home, env,

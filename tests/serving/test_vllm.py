@@ -74,8 +74,13 @@ def adapters(server: LiveServer, sdk: openai.OpenAI) -> dict[str, str]:
         jobs[letter] = sdk.fine_tuning.jobs.create(
             model=BASE, training_file=file_id, suffix=letter, seed=1, extra_body={
                 "hyperparameters": {"batch_size": 6, "max_steps": 40, "learning_rate": 0.02}}).id
-    # The base model starts the engine while the four jobs train (two answers: vLLM's).
-    first = sdk.completions.create(model=BASE, prompt=PROMPT, max_tokens=2, n=2)
+    # The base model starts the engine while the four jobs train (two answers: vLLM's); the
+    # engine holds a device of the pool, as a job does, and no job is given it meanwhile.
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(sdk.completions.create, model=BASE, prompt=PROMPT,
+                               max_tokens=2, n=2)
+        assert devices_apart(server), "an engine and a job held devices at once"
+        first = starting.result()
     assert first.model == BASE and len(first.choices) == 2
     models = {}
     for letter, job_id in jobs.items():
@@ -99,6 +104,25 @@ def wait_final(server: LiveServer, job_id: str) -> dict[str, Any]:
                 job = json.loads(line.removeprefix("data:"))
     assert job is not None and job["status"] in FINAL, job
     return job
+
+
+def devices_apart(server: LiveServer) -> bool:
+    """Once an engine and a running job hold devices of the node at the same time (what
+    ``GET /v1/capacity`` shows), whether none is held by both; False if that never came
+    before the jobs ended."""
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    for _ in range(1200):
+        (node,) = httpx.get(f"{server.url}/v1/capacity", headers=headers,
+                            timeout=10).json()["nodes"]
+        held = node["device_indices"]
+        engines = {i for holder, ix in held.items() if holder.startswith("serving:") for i in ix}
+        jobs = {i for holder, ix in held.items() if not holder.startswith("serving:")
+                for i in ix}
+        if engines and jobs:
+            return not engines & jobs and node["free"] == node["devices"] - len(
+                engines | jobs)
+        threading.Event().wait(0.05)
+    return False
 
 
 def peft_greedy(server: LiveServer, model: str, tokens: int) -> str:
