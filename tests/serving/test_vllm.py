@@ -50,7 +50,8 @@ def vllm_environment() -> VllmEnvironment:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     vllm_environment()
     server = start_server(tmp_path_factory.mktemp("vllm") / "data",
-                          ALALLO_SERVING_ENGINE="auto", ALALLO_MAX_CONCURRENT_JOBS="4")
+                          ALALLO_SERVING_ENGINE="auto",  # 5 CPU devices: 4 jobs and an engine
+                          ALALLO_MAX_CONCURRENT_JOBS="5")
     yield server
     stop_server(server)
 
@@ -79,7 +80,7 @@ def adapters(server: LiveServer, sdk: openai.OpenAI) -> dict[str, str]:
     with ThreadPoolExecutor(1) as pool:
         starting = pool.submit(sdk.completions.create, model=BASE, prompt=PROMPT,
                                max_tokens=2, n=2)
-        assert devices_apart(server), "an engine and a job held devices at once"
+        assert devices_apart(server), "no engine and job seen on devices of their own"
         first = starting.result()
     assert first.model == BASE and len(first.choices) == 2
     models = {}
