@@ -365,3 +365,21 @@ class Servers:
         for server in self.started:
             if server.process.poll() is None:
                 stop_server(server)
+
+
+def wait_final(server: LiveServer, job_id: str, key: str | None = None,
+               timeout_s: float = 300) -> dict[str, Any]:
+    """The job once it ended: its stream ends after its final state, so reading it is the
+    wait."""
+    headers = {"Authorization": f"Bearer {key or server.api_key}"}
+    job: dict[str, Any] | None = None
+    with httpx.stream("GET", f"{server.url}/v1/fine_tuning/jobs/{job_id}/stream",
+                      headers=headers, timeout=timeout_s) as response:
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line.removeprefix("event:").strip()
+            elif line.startswith("data:") and event == "job":
+                job = json.loads(line.removeprefix("data:"))
+    assert job is not None and job["status"] in FINAL, job
+    return job

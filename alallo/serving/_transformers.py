@@ -33,6 +33,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._errors import InvalidRequest, Unavailable
 from ..executors import scrubbed_environment
 from ..settings import Settings
+from ._idle import let_go_when_idle
 from ._meter import TokenMeter
 from ._models import ModelFiles
 
@@ -122,7 +123,9 @@ class InferenceWorkers:
         """Serve while inside; every worker is stopped on the way out."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._evict_idle)
+            nursery.start_soon(let_go_when_idle, self._workers.values,
+                               lambda worker: bool(worker.users), self._let_go,
+                               self._settings.inference_idle_s, "transformers")
             try:
                 yield
             finally:
@@ -296,14 +299,3 @@ class InferenceWorkers:
                 worker.ready.set()
             await process.wait()
         self._let_go(worker)
-
-    async def _evict_idle(self) -> None:
-        idle_s = self._settings.inference_idle_s
-        while True:
-            await trio.sleep(min(idle_s / 4, 30.0))
-            now = trio.current_time()
-            for worker in list(self._workers.values()):
-                if not worker.users and now - worker.last_used > idle_s:
-                    log.info("inference.idle", model=str(worker.files.model))
-                    self._let_go(worker)
-

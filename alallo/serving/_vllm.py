@@ -35,6 +35,7 @@ import trio
 from .._errors import Unavailable
 from ..executors import kill_group, start_service
 from ..settings import Settings
+from ._idle import let_go_when_idle
 from ._meter import TokenMeter
 from ._models import ModelFiles, lora_rank, supports_lora
 from ._vllm_env import VllmEnvironment
@@ -141,7 +142,9 @@ class VllmEngines:
         reap_stale(self._settings.data_dir / "inference")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._evict_idle)
+            nursery.start_soon(let_go_when_idle, self._engines.values,
+                               lambda engine: bool(engine.busy), self._let_go,
+                               self._settings.inference_idle_s, "vllm")
             try:
                 yield
             finally:
@@ -370,13 +373,3 @@ class VllmEngines:
         last = tail(home / f"vllm-{engine.port}.log")
         engine.failure = (f"it did not answer in {self._settings.vllm_start_timeout_s:.0f} s"
                           if waited.cancelled_caught else f"it stopped at start: {last}")
-
-    async def _evict_idle(self) -> None:
-        idle_s = self._settings.inference_idle_s
-        while True:
-            await trio.sleep(min(idle_s / 4, 30.0))
-            now = trio.current_time()
-            for engine in list(self._engines.values()):
-                if not engine.busy and now - engine.last_used > idle_s:
-                    log.info("vllm.idle", model=str(engine.files.model))
-                    self._let_go(engine)

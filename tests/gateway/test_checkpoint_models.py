@@ -10,7 +10,6 @@ test_checkpoint_permissions.py.
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from openai.types import Model, ModelDeleted
 from openai.types.chat import ChatCompletion
 from openai.types.completion import Completion
 from openai.types.fine_tuning.jobs import FineTuningJobCheckpoint
-from support import EXAMPLES, FINAL, LiveServer
+from support import EXAMPLES, LiveServer, wait_final
 from test_tenants import new_account
 
 from alallo.runtime import parse_model_id
@@ -44,23 +43,6 @@ def strict(shape: Any, raw: Any) -> Any:
 def sdk_for(server: LiveServer, key: str | None = None) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key or server.api_key,
                          max_retries=0, timeout=120)
-
-
-def wait_final(server: LiveServer, job_id: str, key: str | None = None) -> dict[str, Any]:
-    """The job once it ended: its stream ends after its final state, so reading it is the
-    wait."""
-    headers = {"Authorization": f"Bearer {key or server.api_key}"}
-    job: dict[str, Any] | None = None
-    with httpx.stream("GET", f"{server.url}/v1/fine_tuning/jobs/{job_id}/stream",
-                      headers=headers, timeout=300) as response:
-        event = ""
-        for line in response.iter_lines():
-            if line.startswith("event:"):
-                event = line.removeprefix("event:").strip()
-            elif line.startswith("data:") and event == "job":
-                job = json.loads(line.removeprefix("data:"))
-    assert job is not None and job["status"] in FINAL, job
-    return job
 
 
 def simulated_job(server: LiveServer, sdk: openai.OpenAI, model: str, steps: int, *,

@@ -24,8 +24,8 @@ from openai.types.fine_tuning.checkpoints import (
     PermissionListResponse,
     PermissionRetrieveResponse,
 )
-from support import EXAMPLES, LiveServer
-from test_checkpoint_models import sdk_for, simulated_job, strict, wait_final
+from support import EXAMPLES, LiveServer, wait_final
+from test_checkpoint_models import sdk_for, simulated_job, strict
 from test_tenants import new_account
 
 TINY = "alallo/tiny-gpt2"

@@ -18,16 +18,15 @@ import signal
 import tarfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
 import psutil
 import pytest
-from support import FINAL, LiveServer, start_server, stop_server
+from support import LiveServer, start_server, stop_server, wait_final
 
 from alallo.serving import VllmEnvironment, default_venv
 
@@ -58,7 +57,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def sdk(server: LiveServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.api_key, max_retries=0,
+    # Retries as the SDK does by default: a kept connection the server closed after its idle
+    # timeout (the engine's start takes half a minute) is no answer to check here.
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=server.api_key, max_retries=2,
                        timeout=600) as client:
         yield client
 
@@ -66,64 +67,50 @@ def sdk(server: LiveServer) -> Iterator[openai.OpenAI]:
 @pytest.fixture(scope="module")
 def adapters(server: LiveServer, sdk: openai.OpenAI) -> dict[str, str]:
     """Four LoRA models of the base, letter → model id; the engine starts meanwhile."""
-    jobs = {}
-    for letter in LETTERS:
-        lines = [json.dumps({"prompt": prompt, "completion": letter * 24})
-                 for prompt in ["Tell me", "Hello", "Say", "What is", "Write", "Go"] * 3]
-        file_id = sdk.files.create(file=(f"{letter}.jsonl", "\n".join(lines).encode()),
-                                   purpose="fine-tune").id
-        jobs[letter] = sdk.fine_tuning.jobs.create(
-            model=BASE, training_file=file_id, suffix=letter, seed=1, extra_body={
-                "hyperparameters": {"batch_size": 6, "max_steps": 40, "learning_rate": 0.02}}).id
-    # The base model starts the engine while the four jobs train (two answers: vLLM's); the
-    # engine holds a device of the pool, as a job does, and no job is given it meanwhile.
     with ThreadPoolExecutor(1) as pool:
+        # The base model starts the engine (two answers: vLLM's), which holds a device of
+        # the pool from its start, as a job does; the four jobs train on the others.
         starting = pool.submit(sdk.completions.create, model=BASE, prompt=PROMPT,
                                max_tokens=2, n=2)
-        assert devices_apart(server), "no engine and job seen on devices of their own"
+        holders(server, lambda held: any(h.startswith("serving:") for h in held))
+        jobs = {}
+        for letter in LETTERS:
+            lines = [json.dumps({"prompt": prompt, "completion": letter * 24})
+                     for prompt in ["Tell me", "Hello", "Say", "What is", "Write", "Go"] * 3]
+            file_id = sdk.files.create(file=(f"{letter}.jsonl", "\n".join(lines).encode()),
+                                       purpose="fine-tune").id
+            jobs[letter] = sdk.fine_tuning.jobs.create(
+                model=BASE, training_file=file_id, suffix=letter, seed=1, extra_body={
+                    "hyperparameters": {"batch_size": 6, "max_steps": 40,
+                                        "learning_rate": 0.02}}).id
+        held = holders(server, lambda held: any(h.startswith("ft-") for h in held))
+        engine = {i for h, ix in held.items() if h.startswith("serving:") for i in ix}
+        trained = {i for h, ix in held.items() if h.startswith("ft-") for i in ix}
+        assert engine and not engine & trained, held
         first = starting.result()
     assert first.model == BASE and len(first.choices) == 2
     models = {}
     for letter, job_id in jobs.items():
-        job = wait_final(server, job_id)
+        job = wait_final(server, job_id, timeout_s=600)
         assert job["status"] == "succeeded", (job["message"], job["error"])
         models[letter] = job["fine_tuned_model"]
     return models
 
 
-def wait_final(server: LiveServer, job_id: str) -> dict[str, Any]:
-    """The job once it ended (its stream ends after its final state)."""
-    job: dict[str, Any] | None = None
-    with httpx.stream("GET", f"{server.url}/v1/fine_tuning/jobs/{job_id}/stream",
-                      headers={"Authorization": f"Bearer {server.api_key}"},
-                      timeout=600) as response:
-        event = ""
-        for line in response.iter_lines():
-            if line.startswith("event:"):
-                event = line.removeprefix("event:").strip()
-            elif line.startswith("data:") and event == "job":
-                job = json.loads(line.removeprefix("data:"))
-    assert job is not None and job["status"] in FINAL, job
-    return job
-
-
-def devices_apart(server: LiveServer) -> bool:
-    """Once an engine and a running job hold devices of the node at the same time (what
-    ``GET /v1/capacity`` shows), whether none is held by both; False if that never came
-    before the jobs ended."""
+def holders(server: LiveServer, until: Callable[[dict[str, list[int]]], bool],
+            ) -> dict[str, list[int]]:
+    """Which devices of the node each holder holds (``GET /v1/capacity``), once ``until``
+    says so."""
     headers = {"Authorization": f"Bearer {server.api_key}"}
-    for _ in range(1200):
+    held: dict[str, list[int]] = {}
+    for _ in range(6000):  # minutes, on a busy machine
         (node,) = httpx.get(f"{server.url}/v1/capacity", headers=headers,
                             timeout=10).json()["nodes"]
         held = node["device_indices"]
-        engines = {i for holder, ix in held.items() if holder.startswith("serving:") for i in ix}
-        jobs = {i for holder, ix in held.items() if not holder.startswith("serving:")
-                for i in ix}
-        if engines and jobs:
-            return not engines & jobs and node["free"] == node["devices"] - len(
-                engines | jobs)
+        if until(held):
+            return held
         threading.Event().wait(0.05)
-    return False
+    raise AssertionError(f"not seen; last: {held}")
 
 
 def peft_greedy(server: LiveServer, model: str, tokens: int) -> str:
