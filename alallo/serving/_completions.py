@@ -84,6 +84,7 @@ class Completions:
         self.engines = engines
         self.why_not_vllm = why_not_vllm
         self._refusals: dict[ModelFiles, str | None] = {}
+        self._small_models: dict[ModelFiles, bool] = {}
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -168,10 +169,16 @@ class Completions:
         assert self.engines is not None
         return (self._settings.serving_transformers_alone
                 and "cpu" in self.engines.environment.package
-                and files.weights_mb <= SMALL_MODEL_MB
+                and self._small(files)
                 and transformers_refusal(request) is None
                 and not self.engines.requests_on(files.model)
                 and self.workers.free(files))
+
+    def _small(self, files: ModelFiles) -> bool:
+        """Whether ``files`` weigh at most :data:`SMALL_MODEL_MB` (read once per model)."""
+        if files not in self._small_models:
+            self._small_models[files] = files.weights_mb <= SMALL_MODEL_MB
+        return self._small_models[files]
 
     async def why_not_on_vllm(self, files: ModelFiles) -> str | None:
         """Why ``files`` is not served by vLLM here (None: it is)."""

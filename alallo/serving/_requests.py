@@ -13,9 +13,9 @@ instead of dropping it. OpenAI's parameters that no engine honours are
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from .._errors import InvalidRequest
 from ._openai_params import ChatOptions, TextOptions
@@ -144,9 +144,27 @@ class ChatRequest(ChatOptions, _Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    tool_choice: Annotated[Any, WithJsonSchema({"anyOf": [
+        {"enum": ["none", "auto", "required"]},
+        {"type": "object", "required": ["type", "function"], "properties": {
+            "type": {"const": "function"},
+            "function": {"type": "object", "required": ["name"],
+                         "properties": {"name": {"type": "string"}}}}},
+        {"type": "null"}]})] = None
+    """``"none"``, ``"auto"``, ``"required"`` or ``{"type": "function", "function":
+    {"name": ...}}`` (checked by :meth:`_one_tool_choice`)."""
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _one_tool_choice(cls, value: Any) -> Any:
+        named = isinstance(value, dict) and value.get("type") == "function" and isinstance(
+            value.get("function"), dict) and isinstance(value["function"].get("name"), str)
+        if value is None or named or value in ("none", "auto", "required"):
+            return value
+        raise ValueError('should be "none", "auto", "required" or {"type": "function", '
+                         '"function": {"name": "..."}}')
 
     @property
     def asked_tokens(self) -> tuple[str, int | None]:
