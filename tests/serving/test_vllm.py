@@ -152,7 +152,7 @@ def test_four_adapters_of_one_base_answer_interleaved_requests_each_from_its_own
     for letter in LETTERS:
         mine = next(a for r, a in zip(requests, answers, strict=True) if r == letter)
         assert mine.choices[0].text == peft_greedy(server, adapters[letter], 8)
-    engines = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
+    engines = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
     assert len(engines) == 1, "one engine serves the base and its four adapters"
     # One request at a time is faster on transformers here (a CPU, a small model): the
     # model's worker takes one while it is free, vLLM the ones that come meanwhile.
@@ -212,8 +212,8 @@ def test_a_closed_stream_frees_its_slot_in_the_engine(
     first = next(iter(stream))
     assert first.choices[0].text.startswith("c")
     stream.close()
-    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
-    port = engine.cmdline()[engine.cmdline().index("--port") + 1]
+    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
+    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
     running = ""
     for _ in range(200):  # vLLM aborts the request once it sees the connection closed
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
@@ -230,8 +230,8 @@ def test_a_closed_stream_frees_its_slot_in_the_engine(
 
 def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
         server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
-    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()]
-    port = engine.cmdline()[engine.cmdline().index("--port") + 1]
+    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
+    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
     with ThreadPoolExecutor(1) as pool:
         under_way = pool.submit(lambda: httpx.post(  # 64 answers of 200 tokens: seconds
             f"{server.url}/v1/completions", timeout=600,
@@ -251,7 +251,7 @@ def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
     again = sdk.completions.create(model=adapters["d"], prompt=[PROMPT, PROMPT], max_tokens=4,
                                    temperature=0)  # two prompts: vLLM's
     assert [c.text[:2] for c in again.choices] == ["dd", "dd"]
-    restarted = [p for p in vllm_processes(server) if "--enable-lora" in p.cmdline()
+    restarted = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]
                  and p.pid != engine.pid]  # the killed one may linger unreaped a moment
     assert len(restarted) == 1, restarted
 
