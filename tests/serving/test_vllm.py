@@ -237,7 +237,7 @@ def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
             f"{server.url}/v1/completions", timeout=600,
             headers={"Authorization": f"Bearer {server.api_key}"},
             json={"model": adapters["d"], "prompt": PROMPT, "max_tokens": 200, "n": 64,
-                  "temperature": 1.0}))
+                  "temperature": 1.0, "logit_bias": {"256": -100}}))  # no EOS: all 200
         for _ in range(600):  # until the engine generates it
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
             if any(line.startswith("vllm:num_requests_running") and not line.endswith(" 0.0")
