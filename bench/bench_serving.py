@@ -87,7 +87,8 @@ class VllmServer:
         environment = VllmEnvironment(settings.vllm_venv or default_venv())
         with socket_port() as port:
             self.url = f"http://127.0.0.1:{port}"
-            command = server_command(environment, settings, model_dir, BASE, port, 16)
+            command = [*server_command(environment, settings, model_dir, BASE, 16),
+                       "--host", "127.0.0.1", "--port", str(port)]
         self.process = subprocess.Popen(command, stdout=log.open("wb"),
                                         stderr=subprocess.STDOUT, env=server_env(settings),
                                         start_new_session=True)

@@ -1,6 +1,7 @@
 """Where a trainer process runs: one interface (:class:`Executor`) and two places, a child of
 this server (started cold or forked from a warm process that has imported the trainer's
-libraries) or a Ray job on a node of a Ray cluster (:mod:`alallo.executors._ray`).
+libraries) or a Ray job on a node of a Ray cluster (:mod:`alallo.executors._ray`); and where a
+service (a vLLM engine) runs, the same two places (:class:`Services`).
 
 A trainer always starts with a scrubbed environment, in its job's directory, as the
 trainer user when the server runs as root, in its own process group, and never outlives
@@ -36,11 +37,17 @@ if TYPE_CHECKING:
     from ._local import TrainerProcess as TrainerProcess
     from ._local import start_service as start_service
     from ._posix import die_with_parent as die_with_parent
+    from ._posix import free_port as free_port
     from ._posix import kill_group as kill_group
     from ._ray import RayExecutor as RayExecutor
     from ._ray_api import RayApi as RayApi
     from ._ray_api import RayApiError as RayApiError
     from ._ray_api import RayNode as RayNode
+    from ._ray_services import RayServices as RayServices
+    from ._services import LocalServices as LocalServices
+    from ._services import Service as Service
+    from ._services import ServiceLaunch as ServiceLaunch
+    from ._services import Services as Services
     from ._reach import close_root as close_root
     from ._reach import grant_read as grant_read
     from ._reach import open_tree as open_tree
@@ -59,10 +66,15 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Launch": ("._executor", "Launch"),
     "LineSink": ("._executor", "LineSink"),
     "LocalExecutor": ("._local", "LocalExecutor"),
+    "LocalServices": ("._services", "LocalServices"),
     "RayApi": ("._ray_api", "RayApi"),
     "RayApiError": ("._ray_api", "RayApiError"),
     "RayExecutor": ("._ray", "RayExecutor"),
     "RayNode": ("._ray_api", "RayNode"),
+    "RayServices": ("._ray_services", "RayServices"),
+    "Service": ("._services", "Service"),
+    "ServiceLaunch": ("._services", "ServiceLaunch"),
+    "Services": ("._services", "Services"),
     "RunEnd": ("._executor", "RunEnd"),
     "TrainerRun": ("._executor", "TrainerRun"),
     "TrainerProcess": ("._local", "TrainerProcess"),
@@ -70,6 +82,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "check_trainer_user": ("._user_check", "check_trainer_user"),
     "close_root": ("._reach", "close_root"),
     "die_with_parent": ("._posix", "die_with_parent"),
+    "free_port": ("._posix", "free_port"),
     "kill_group": ("._posix", "kill_group"),
     "grant_read": ("._reach", "grant_read"),
     "hand_over": ("._env", "hand_over"),
@@ -87,9 +100,10 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 
 
 __all__ = ["CannotRunTrainers", "DEFAULT_TRAINER_USER", "Executor", "INPUTS", "Interpreter",
-           "Launch", "LineSink", "LocalExecutor", "RayApi", "RayApiError", "RayExecutor",
-           "RayNode", "RunEnd", "TrainerProcess", "TrainerRun", "TrainerUser",
-           "check_trainer_user", "close_root", "die_with_parent", "grant_read", "hand_over", "hf_caches",
+           "Launch", "LineSink", "LocalExecutor", "LocalServices", "RayApi", "RayApiError",
+           "RayExecutor", "RayNode", "RayServices", "RunEnd", "Service", "ServiceLaunch",
+           "Services", "TrainerProcess", "TrainerRun", "TrainerUser",
+           "check_trainer_user", "close_root", "die_with_parent", "free_port", "grant_read", "hand_over", "hf_caches",
            "interpreter_paths", "kill_group", "open_tree", "open_way", "scrubbed_environment", "start_service", "take_back",
            "trainer_user", "trainers_env"]
 

@@ -1,6 +1,7 @@
 """The few POSIX process calls the trainer's launchers share (:mod:`alallo.executors._local`
 runs a child, :mod:`alallo.executors._warm` starts the warm process, :mod:`alallo.executors._warm_process` forks
-trainers): die with the parent, take on a user, signal a process group.
+trainers, the service launchers pick a port): die with the parent, take on a user, signal a
+process group, a free port.
 
 Standard library only: the warm process imports this before its trainer's libraries.
 """
@@ -10,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import sys
 
-__all__ = ["PR_SET_PDEATHSIG", "die_with_parent", "kill_group", "take_on_user"]
+__all__ = ["PR_SET_PDEATHSIG", "die_with_parent", "free_port", "kill_group", "take_on_user"]
 
 PR_SET_PDEATHSIG = 1
 """``prctl`` option: the signal this process gets when its parent thread ends (Linux, prctl(2))."""
@@ -46,3 +48,12 @@ def kill_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at ``host`` now (the OS's pick; free until someone binds
+    it, so the service that gets it should bind it at once)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -8,7 +8,7 @@ API), with what Ray 2.60 answers (measured: ``tests/ray_cluster.py``):
 
 - ``GET /api/v0/nodes``: every node, alive or dead (a dead one stays listed), with its
   resources and labels, under ``data.result.result``;
-- ``POST /api/jobs/``, ``GET /api/jobs/{id}`` (times in ms; ``driver_exit_code``),
+- ``POST /api/jobs/``, ``GET /api/jobs/`` (every job), ``GET /api/jobs/{id}`` (times in ms; ``driver_exit_code``),
   ``POST /api/jobs/{id}/stop``, ``GET /api/jobs/{id}/logs``.
 
 Ray's log tail (``WS /api/jobs/{id}/logs/tail``) brings a line ~2 s after it was printed and
@@ -148,11 +148,17 @@ class RayApi:
         Raises:
             RayApiError: the cluster did not answer, or knows no such job.
         """
-        body = await self._call("GET", f"/api/jobs/{submission_id}")
-        code = body.get("driver_exit_code")
-        return RayJob(status=body["status"], message=body.get("message") or "",
-                      driver_node_id=body.get("driver_node_id"),
-                      driver_exit_code=int(code) if code is not None else None)
+        return _job(await self._call("GET", f"/api/jobs/{submission_id}"))
+
+    async def jobs(self) -> list[tuple[str, RayJob, dict[str, str]]]:
+        """Every job the cluster remembers: its submission id, state and metadata
+        (``GET /api/jobs/``).
+
+        Raises:
+            RayApiError: the cluster did not answer.
+        """
+        return [(str(row.get("submission_id") or ""), _job(row), dict(row.get("metadata") or {}))
+                for row in await self._call("GET", "/api/jobs/")]
 
     async def stop(self, submission_id: str) -> None:
         """Ask the cluster to stop the job (its entrypoint gets SIGTERM, then SIGKILL).
@@ -169,3 +175,10 @@ class RayApi:
             RayApiError: the cluster did not answer, or knows no such job.
         """
         return str((await self._call("GET", f"/api/jobs/{submission_id}/logs")).get("logs", ""))
+
+
+def _job(body: Mapping[str, Any]) -> RayJob:
+    code = body.get("driver_exit_code")
+    return RayJob(status=body["status"], message=body.get("message") or "",
+                  driver_node_id=body.get("driver_node_id"),
+                  driver_exit_code=int(code) if code is not None else None)

@@ -4,7 +4,8 @@ No node configured: the node ``local`` is what NVML finds, or the CPU. Nodes con
 each one that is not simulated must have its GPUs here, or the server refuses to start
 with one line (:class:`~alallo.SettingError`, ``param="nodes"``). With a Ray cluster
 (``ray_address``), the pool's real nodes are the cluster's (:mod:`alallo.runtime._ray_nodes`)
-and trainers run there (:class:`~alallo.executors.RayExecutor`).
+and trainers and vLLM engines run there (:class:`~alallo.executors.RayExecutor`,
+:class:`~alallo.executors.RayServices`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from dataclasses import replace
 
 from .._errors import SettingError
 from ..capacity import Gpu, Pool, declared_problem, detect_gpus, local_node
-from ..executors import Executor, LocalExecutor, RayApi, RayExecutor, TrainerUser
+from pathlib import Path
+
+from ..executors import Executor, LocalExecutor, LocalServices, RayApi, RayExecutor, RayServices
+from ..executors import Services, TrainerUser
 from ..jobs import DEVICE_TYPES
 from ..settings import Settings
 
-__all__ = ["open_executor", "open_pool"]
+__all__ = ["open_executor", "open_pool", "open_services"]
 
 
 def open_pool(settings: Settings, gpus: Sequence[Gpu] | None = None) -> Pool:
@@ -82,3 +86,14 @@ def open_executor(settings: Settings, user: TrainerUser | None) -> Executor:
             "run too: pip install 'alallo[ray]'", param="ray_address")
     return RayExecutor(RayApi(settings.ray_address), python=settings.python,
                        grace_s=settings.cancel_grace_s, shared_env=settings.trainer_env)
+
+
+def open_services(settings: Settings, executor: Executor) -> tuple[Services, Path]:
+    """Where this server's vLLM engines start, and the folder of their folders: children of
+    its own in ``data_dir/inference``, or Ray jobs on the cluster its trainers run on, in
+    ``shared_dir/inference``."""
+    if isinstance(executor, RayExecutor) and settings.shared_dir is not None:
+        home = settings.shared_dir / "inference"
+        return RayServices(executor.api, python=executor.python, home=home,
+                           grace_s=settings.cancel_grace_s), home
+    return LocalServices(), settings.data_dir / "inference"

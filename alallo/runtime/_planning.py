@@ -277,7 +277,7 @@ class Planning:
     async def capacity(self, account_id: str | None = None) -> api.Capacity:
         """Nodes, devices, what runs where, and the queue (``GET /v1/capacity``).
 
-        A vLLM engine's device shows under ``serving:PORT`` (to every account: it names no
+        A vLLM engine's device shows under ``serving:vllm-N`` (to every account: it names no
         model). With ``account_id``, as that account sees it: other accounts' job ids are not
         shown; their devices count under ``busy["others"]`` (:data:`OTHERS`), their device
         indices under ``device_indices["others"]``, and their place in line only in

@@ -71,18 +71,27 @@ async def _read(executor: RayExecutor, settings: Settings,
     return specs, types
 
 
-async def reach_ray(executor: Executor) -> None:
+@contextlib.asynccontextmanager
+async def reach_ray(executor: Executor) -> AsyncIterator[None]:
     """Check that the Ray cluster answers (nothing without a Ray executor), before the
-    runtime opens anything else.
+    runtime opens anything else; its connections are closed on the way out, after every
+    user of them (the runs, the nodes followed, the vLLM engines on its nodes).
 
     Raises:
         SettingError: it does not (``param="ray_address"``).
     """
-    if isinstance(executor, RayExecutor):
+    if not isinstance(executor, RayExecutor):
+        yield
+        return
+    try:
         try:
             await executor.api.version()
         except RayApiError as exc:
             raise SettingError(f"ALALLO_RAY_ADDRESS: {exc}", param="ray_address") from None
+        yield
+    finally:
+        with trio.CancelScope(shield=True):
+            await executor.api.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -122,11 +131,7 @@ async def follow_ray_nodes(executor: Executor, settings: Settings,
                 return  # the scheduler stopped first: the runtime is closing
 
     await tell(*first)
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow)
-            yield
-            nursery.cancel_scope.cancel()
-    finally:
-        with trio.CancelScope(shield=True):
-            await executor.api.aclose()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        yield
+        nursery.cancel_scope.cancel()

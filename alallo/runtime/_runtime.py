@@ -38,7 +38,7 @@ from ..store import FileRow, JobCheckpoints, Store, StoreUnavailable
 from ._accounts import LOCAL_ACCOUNT, Accounts
 from ._actor_failure import fail_job
 from ._bus import EventBus, Item
-from ._devices import open_executor, open_pool
+from ._devices import open_executor, open_pool, open_services
 from ._fine_tuned import FineTunedModels
 from ._job_actors import JobActors
 from ._job_cache import LiveJobs
@@ -116,14 +116,16 @@ class Runtime:
         """Plans, estimates, models and capacity (:mod:`alallo.runtime._planning`)."""
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
+        executor = open_executor(self.settings, self.trainer_user)
         self.completions = open_completions(self.settings, self.store, ServedModels(
             self.settings, self.planning, self.models).files,  # try the models
-            device_holder(self.settings, self.pool, lambda: self.scheduler))
+            device_holder(self.settings, self.pool, lambda: self.scheduler),
+            open_services(self.settings, executor))
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
             settings=self.settings, catalogue=self.catalogue, trainers=self.trainers,
             trainer_user=self.trainer_user, checkpoint_storage=self.checkpoint_storage,
-            executor=open_executor(self.settings, self.trainer_user), store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
+            executor=executor, store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
             scheduler_of=lambda: self.scheduler, bus=self.bus,
             replan_of=self.planning.replan, may_run_commands_of=self.accounts.may_run_commands,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))
@@ -170,7 +172,7 @@ class Runtime:
             folder.mkdir(parents=True, exist_ok=True)
         await trio.to_thread.run_sync(check_writable, settings.shared_storage_url,
                                       "storage_url" if settings.storage_url else "checkpoint_url")
-        await reach_ray(self.job_context.executor)  # a Ray cluster that does not answer: one line
+        await self._stack.enter_async_context(reach_ray(self.job_context.executor))  # or 1 line
         await trio.to_thread.run_sync(self.store.open)
         self.api_key, self.api_key_created = await self.accounts.ensure_local()
         await open_to_trainer_user(settings, self.trainer_user)  # or refuse: one line

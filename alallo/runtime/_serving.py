@@ -5,14 +5,17 @@ are, so that training and serving never hold the same device (issue 33)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 
 import trio
-from actors import ActorRef
+from actors import ActorRef, ActorStopped
 
 from .._errors import Unavailable
 from ..capacity import Acquire, Grant, Placement, Pool, Release, SchedulerMessage
+from ..executors import Services
 from ..jobs import Plan
 from ..serving import Completions, InferenceWorkers, ModelFiles, VllmEngines, VllmEnvironment
 from ..serving import default_venv
@@ -22,7 +25,7 @@ from ..store import Store
 __all__ = ["SERVING", "device_holder", "open_completions", "serving_engines"]
 
 SERVING = "serving:"
-"""How the holder of a vLLM engine's device is named in the pool (``serving:PORT``)."""
+"""How the holder of a vLLM engine's device is named in the pool (``serving:vllm-N``)."""
 
 Hold = Callable[[str], AbstractAsyncContextManager[Placement | None]]
 
@@ -74,17 +77,21 @@ def device_holder(settings: Settings, pool: Pool,
                                   "ask again later")
             yield grant.placement
         finally:
-            with trio.CancelScope(shield=True):
-                await scheduler.tell(Release(holder))
+            with trio.CancelScope(shield=True), contextlib.suppress(ActorStopped):
+                await scheduler.tell(Release(holder))  # stopped: the server is going
 
     return hold
 
 
 def open_completions(settings: Settings, store: Store,
                      resolve: Callable[[str, str], Awaitable[ModelFiles]],
-                     hold: Hold | None = None) -> Completions:
+                     hold: Hold | None = None,
+                     services: tuple[Services, Path] | None = None) -> Completions:
     """The completions of a runtime: both engines where vLLM is ready, else transformers;
-    vLLM engines hold a device each through ``hold``."""
+    vLLM engines hold a device each through ``hold``, and start through ``services`` (where,
+    and the folder of their folders: :func:`~alallo.runtime._devices.open_services`)."""
     environment, why_not = serving_engines(settings)
-    engines = VllmEngines(settings, environment, hold) if environment is not None else None
+    place, home = services or (None, None)
+    engines = VllmEngines(settings, environment, hold, place, home) \
+        if environment is not None else None
     return Completions(settings, store, resolve, InferenceWorkers(settings), engines, why_not)

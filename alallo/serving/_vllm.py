@@ -5,8 +5,10 @@ as vLLM implements them).
 :class:`VllmEngines` starts ``python -m vllm.entrypoints.openai.api_server`` from vLLM's own
 environment (:mod:`alallo.serving._vllm_env`) the first time a request needs a model: for a
 base model and all its LoRA models (``--enable-lora``), or for a fully fine-tuned model of its
-own. The process gets a scrubbed environment, a port of its own on 127.0.0.1, its folder in
-``data_dir/inference``, and its own session; it dies with the server. Adapters are loaded at
+own. The process gets a scrubbed environment, an API key of its own, a port, its folder in
+``data_dir/inference``, and its own session: a child of the server on 127.0.0.1, which dies
+with it, or a Ray job on the node the scheduler placed it on, listening on that node's
+address (:class:`~alallo.executors.Services`). Adapters are loaded at
 run time as requests name them (``/v1/load_lora_adapter``, vLLM PR #6566) under the model id
 the user asked for, so vLLM's answers already carry it; past ``serving_max_adapters`` the
 adapter used longest ago is unloaded. vLLM batches the requests of every adapter of its base
@@ -19,8 +21,8 @@ starts it anew; one nobody asked for in ``inference_idle_s`` is let go of.
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
+import itertools
+import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -33,7 +35,7 @@ import structlog
 import trio
 
 from .._errors import Unavailable
-from ..executors import kill_group, start_service
+from ..executors import LocalServices, Service, ServiceLaunch, Services
 from ..settings import Settings
 from ._idle import let_go_when_idle
 from ._meter import TokenMeter
@@ -48,13 +50,7 @@ log = structlog.get_logger("alallo.serving.vllm")
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 """The ``--max-lora-rank`` values vLLM takes."""
 _HEALTH_EVERY_S = 0.5
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+_numbers = itertools.count(1)
 
 
 @dataclass(eq=False)
@@ -70,11 +66,15 @@ class Engine:
     files: ModelFiles
     served: str
     max_lora_rank: int
-    port: int = field(default_factory=_free_port)
+    name: str = field(default_factory=lambda: f"vllm-{next(_numbers)}")
+    """Unique in this server: its folder in ``inference/``, its holder in the pool."""
+    api_key: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    """What its server asks of every ``/v1`` call (``VLLM_API_KEY``): no process but this
+    server's reaches it, a trainer on the same machine included."""
     ready: trio.Event = field(default_factory=trio.Event)
     failure: str | None = None
-    process: Any = None
-    """The server's process (``pid``, ``poll()``, ``await wait()``)."""
+    process: Service | None = None
+    """The server, once started (``host``, ``port``, ``pid``, ``poll()``, ``await wait()``)."""
     adapters: OrderedDict[str, Path] = field(default_factory=OrderedDict)
     """Adapters loaded, by name, the one used longest ago first."""
     adapter_lock: trio.Lock = field(default_factory=trio.Lock)
@@ -93,7 +93,7 @@ class Engine:
     def kill(self) -> None:
         """Kill the server and its children (its process group)."""
         if self.process is not None:
-            kill_group(self.process.pid, signal.SIGKILL)
+            self.process.kill()
 
 
 class VllmEngines:
@@ -105,16 +105,23 @@ class VllmEngines:
             ``vllm_kv_cache_gib``, ``vllm_start_timeout_s``.
         environment: vLLM's environment (ready: its ``problem`` is None).
         hold: ``async with hold(name) as placement``: a device of the capacity pool for an
-            engine's life (its ``device_indices`` become ``CUDA_VISIBLE_DEVICES``; None: no
-            pool); raises :class:`Unavailable` when none comes free in time.
+            engine's life (its ``node``, and ``device_indices`` that become
+            ``CUDA_VISIBLE_DEVICES`` on this machine; None: no pool); raises
+            :class:`Unavailable` when none comes free in time.
+        services: where engines start: this machine (the default) or the placed node of a
+            Ray cluster (:class:`~alallo.executors.RayServices`).
+        home: the folder of the engines' folders (``data_dir/inference``; on Ray, on the
+            shared storage).
     """
 
     def __init__(self, settings: Settings, environment: VllmEnvironment,
                  hold: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
-                 ) -> None:
+                 services: Services | None = None, home: Path | None = None) -> None:
         self._settings = settings
         self.environment = environment
         self._hold = hold or (lambda _name: nullcontext())
+        self._services = services or LocalServices()
+        self.home = home or settings.data_dir / "inference"
         self._engines: dict[Path, Engine] = {}
         """By the folder of the model each one loaded."""
         self._nursery: trio.Nursery | None = None
@@ -139,7 +146,11 @@ class VllmEngines:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
         """Serve while inside; every engine is stopped on the way out."""
-        reap_stale(self._settings.data_dir / "inference")
+        reap_stale(self.home)
+        try:
+            await self._services.reap_stale()
+        except OSError as exc:  # the cluster does not answer: engines start later, or fail
+            log.warning("vllm.reap_failed", error=str(exc))
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(let_go_when_idle, self._engines.values,
@@ -301,13 +312,13 @@ class VllmEngines:
     def command(self, engine: Engine) -> list[str]:
         """The command line of ``engine``'s server (:func:`server_command`)."""
         return server_command(self.environment, self._settings, engine.files.model,
-                              engine.served, engine.port, engine.max_lora_rank)
+                              engine.served, engine.max_lora_rank)
 
     async def _run(self, engine: Engine) -> None:
         """Hold a device of the pool for ``engine`` while it runs (:meth:`_run_held`); an
         engine that gets none in time fails its requests (503)."""
         try:
-            async with self._hold(str(engine.port)) as placement:
+            async with self._hold(engine.name) as placement:
                 engine.placement = placement
                 await self._run_held(engine, placement)
         except Unavailable as exc:
@@ -318,33 +329,37 @@ class VllmEngines:
             engine.ready.set()
 
     async def _run_held(self, engine: Engine, placement: Any) -> None:
-        """Start ``engine``'s server on ``placement``'s devices, wait until it answers, and
-        reap it when it ends."""
-        settings = self._settings
-        home = settings.data_dir / "inference"
-        home.mkdir(parents=True, exist_ok=True)
-        env = server_env(settings)
+        """Start ``engine``'s server on ``placement``'s node and devices, wait until it
+        answers, and reap it when it ends."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = server_env(self._settings)
         if placement is not None and placement.device_type != "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.device_indices))
-        with (home / f"vllm-{engine.port}.log").open("ab") as output:
-            try:
-                process = await start_service(self.command(engine), home, env,
-                                              output.fileno())
-            except OSError as exc:
-                engine.failure = f"{type(exc).__name__}: {exc}"
-                self._let_go(engine)
-                engine.ready.set()
-                return
+        launch = ServiceLaunch(
+            engine.name, self.command(engine), self.home / engine.name, env,
+            **({"node": placement.node, "device_type": placement.device_type,
+                "devices": placement.devices} if placement is not None else {}),
+            secrets={"VLLM_API_KEY": engine.api_key})
+        try:
+            process = await self._services.start(launch)
+        except OSError as exc:
+            engine.failure = f"{type(exc).__name__}: {exc}"
+            self._let_go(engine)
+            engine.ready.set()
+            return
         engine.process = process
-        pid_file = home / f"vllm-{engine.port}.pid"
-        pid_file.write_text(str(process.pid))  # its process group, for reap_stale
+        pid_file = self.home / f"{engine.name}.pid"
+        if process.pid is not None:
+            pid_file.write_text(str(process.pid))  # its process group, for reap_stale
         engine.client = httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{engine.port}", timeout=httpx.Timeout(30, read=None),
+            base_url=f"http://{process.host}:{process.port}",
+            headers={"Authorization": f"Bearer {engine.api_key}"},
+            timeout=httpx.Timeout(30, read=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
         try:
             async with engine.client:
                 try:
-                    await self._until_healthy(engine, process, home)
+                    await self._until_healthy(engine, process, launch.output)
                 finally:
                     if engine.failure is not None:
                         self._let_go(engine)
@@ -360,16 +375,16 @@ class VllmEngines:
                         returncode=process.poll())
         self._let_go(engine)
 
-    async def _until_healthy(self, engine: Engine, process: Any,
-                             home: Path) -> None:
+    async def _until_healthy(self, engine: Engine, process: Service, output: Path) -> None:
         assert engine.client is not None
         with trio.move_on_after(self._settings.vllm_start_timeout_s) as waited:
             while process.poll() is None:
                 with contextlib.suppress(httpx.TransportError):
                     if (await engine.client.get("/health", timeout=5)).status_code == 200:
-                        log.info("vllm.ready", model=str(engine.files.model), port=engine.port)
+                        log.info("vllm.ready", model=str(engine.files.model),
+                                 address=f"{process.host}:{process.port}")
                         return
                 await trio.sleep(_HEALTH_EVERY_S)
-        last = tail(home / f"vllm-{engine.port}.log")
+        last = tail(output)
         engine.failure = (f"it did not answer in {self._settings.vllm_start_timeout_s:.0f} s"
                           if waited.cancelled_caught else f"it stopped at start: {last}")

@@ -23,8 +23,8 @@ log = structlog.get_logger("alallo.serving.vllm")
 
 
 def reap_stale(home: Path) -> None:
-    """Kill the vLLM engines a server before this one left running (``home``'s
-    ``vllm-PORT.pid`` files): a server killed with SIGKILL takes its engines' API servers
+    """Kill the vLLM engines a server before this one left running on this machine (``home``'s
+    ``vllm-NAME.pid`` files): a server killed with SIGKILL takes its engines' API servers
     with it (they die with their parent), not their engine cores, which are theirs."""
     for pid_file in home.glob("vllm-*.pid"):
         try:
@@ -53,21 +53,20 @@ def _is_vllm(pid: int, group: int) -> bool:
 
 
 def server_command(environment: VllmEnvironment, settings: Settings, model: Path, served: str,
-                   port: int, max_lora_rank: int) -> list[str]:
+                   max_lora_rank: int) -> list[str]:
     """vLLM's OpenAI server for ``model``, as alallo starts it (``bench/bench_serving.py``
-    starts its baseline with the same).
+    starts its baseline with the same), without its address: the place it starts on appends
+    ``--host HOST --port PORT`` (:class:`~alallo.executors.Services`).
 
     Args:
         environment: vLLM's environment.
         settings: ``vllm_max_loras``.
         model: the model's folder.
         served: the name it answers the model itself under.
-        port: its port on 127.0.0.1.
         max_lora_rank: the greatest adapter rank it takes; 0: no adapters.
     """
     command = [str(environment.python), "-m", "vllm.entrypoints.openai.api_server",
                "--model", str(model), "--served-model-name", served,
-               "--host", "127.0.0.1", "--port", str(port),
                "--max-model-len", str(ModelFiles(model).context_length),
                "--generation-config", "vllm",  # OpenAI's defaults, not the model's
                # JSON answers without the blank space a grammar allows between tokens
@@ -83,7 +82,8 @@ def server_command(environment: VllmEnvironment, settings: Settings, model: Path
 
 
 def server_env(settings: Settings) -> dict[str, str]:
-    """The environment of a vLLM server: scrubbed, offline, runtime LoRA updates on."""
+    """The environment of a vLLM server: scrubbed, offline, runtime LoRA updates on (its API
+    key, ``VLLM_API_KEY``, is added by the engine)."""
     return {**scrubbed_environment(settings.trainer_env), "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
             "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm_kv_cache_gib), "HF_HUB_OFFLINE": "1"}

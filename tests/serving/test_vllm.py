@@ -228,6 +228,25 @@ def test_a_closed_stream_frees_its_slot_in_the_engine(
     assert 'alallo_serving_generated_tokens_total{engine="vllm"}' in ours
 
 
+def test_the_engine_answers_only_the_server(
+        server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
+    """Another process of the machine (a trainer running a user's code) that finds the
+    engine's port gets 401 for every model and adapter call: only the server has its key."""
+    sdk.completions.create(model=adapters["a"], prompt=PROMPT, max_tokens=1)  # it runs
+    (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
+    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
+    direct = f"http://127.0.0.1:{port}"
+    for path, body in [("/v1/completions", {"model": adapters["a"], "prompt": PROMPT}),
+                       ("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/"}),
+                       ("/v1/models", None)]:
+        answer = (httpx.get(f"{direct}{path}", timeout=10) if body is None else
+                  httpx.post(f"{direct}{path}", json=body, timeout=10))
+        assert answer.status_code == 401, (path, answer.text)
+        answer = httpx.get(f"{direct}/v1/models", timeout=10,
+                           headers={"Authorization": f"Bearer {server.api_key}"})
+        assert answer.status_code == 401, "the user's key is not the engine's"
+
+
 def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
         server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
     (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
