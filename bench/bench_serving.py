@@ -12,7 +12,8 @@ loaded into a vLLM server started here with :func:`alallo.serving.server_command
 starts); a copy of the data dir is served by a second bench server with
 ``serving_engine=transformers``. Each round sends ``N`` streamed requests (32 new tokens
 at most, greedy, spread over the four models in turn) with ``C`` at once, for C = 1, 16 and
-64, to each side in turn, so that every side meets the same machine; tokens/s is the
+64, to each side in turn, so that every side meets the same machine (the other side's vLLM
+engine stopped meanwhile: its worker busy-polls a core even idle); tokens/s is the
 completion tokens of the round over its wall time, first token the time to the first chunk
 with text. Targets (issue 33): ≥ 0.9× vLLM at 16 and 64; ≥ 1.0× the better of vLLM and
 transformers at 1.
@@ -26,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import trio
 from _results import report, row
 from _server import BenchServer
@@ -200,6 +203,7 @@ def main() -> int:
         shutil.copytree(scratch / "data", scratch / "copy")
         vllm = VllmServer(scratch / "data" / "models" / BASE.replace("/", "--"),
                           scratch / "vllm.log")
+        engines: dict[str, int] = {}
         try:
             for model, adapter in zip(models, adapters, strict=True):
                 vllm.load(model, adapter)
@@ -211,17 +215,21 @@ def main() -> int:
                 for name, (url, headers) in sides.items():  # loads the engines: not timed
                     trio.run(round_, url, headers, models, 1, 4)  # transformers' workers
                     trio.run(round_, url, headers, models, 16, 16)  # and vLLM's engine
+                engines = {"alallo": engine_group(scratch / "data"),
+                           "vllm": os.getpgid(vllm.process.pid)}
                 for concurrency in LEVELS:
                     requests = max(8, 2 * concurrency)
                     for _ in range(rounds):
                         for name, (url, headers) in sides.items():
                             if name == "transformers" and concurrency > 1:
                                 continue  # one request at a time per model: not a peer here
+                            alone(name, engines)
                             rate, times = trio.run(round_, url, headers, models, concurrency,
                                                    requests)
                             rates.setdefault((name, concurrency), []).append(rate)
                             firsts.setdefault((name, concurrency), []).extend(times)
         finally:
+            alone(None, engines)
             vllm.stop()
     result = []
     for concurrency in LEVELS:
@@ -243,6 +251,26 @@ def main() -> int:
             result.append(row(f"serving: first token {label}, {concurrency} at once (vs vLLM)",
                               mine, "ms", base, None))
     return report(result, args.json)
+
+
+def engine_group(data: Path) -> int:
+    """The process group of the vLLM engine the bench server of ``data`` started."""
+    models = str(data / "models")
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if "vllm.entrypoints.openai.api_server" in command and \
+                any(part.startswith(models) for part in command):
+            return os.getpgid(process.pid)
+    raise RuntimeError("alallo started no vLLM engine")
+
+
+def alone(side: str | None, engines: dict[str, int]) -> None:
+    """Let only ``side``'s vLLM engine run (SIGCONT), the others' stopped (SIGSTOP): an
+    engine's CPU worker busy-polls a core even idle, so on two cores an engine of the other
+    side would take half of the machine from the side measured. ``None``: all run again."""
+    for name, group in engines.items():
+        os.killpg(group, signal.SIGCONT if side in (None, name) else signal.SIGSTOP)
+    time.sleep(0.5)  # a stopped worker leaves the core; one continued takes it back
 
 
 def percentile(values: list[float], q: int) -> float:

@@ -113,12 +113,16 @@ class RayServices:
                 await self.api.stop(job_id)
                 log.info("ray.service_reaped", job=job_id)
 
+    def close(self) -> None:
+        """Nothing to forget: each service's folder stays, with its log."""
+
 
 class RayService:
     """One service running as a Ray job (:class:`~alallo.executors._services.Service`)."""
 
     pid = None
     """It runs on a node, not as a process of this machine's the server could signal."""
+    uds = None
 
     def __init__(self, api: RayApi, job_id: str, cwd: Path, grace_s: float) -> None:
         self._api = api

@@ -162,15 +162,16 @@ class Completions:
                                files: ModelFiles) -> bool:
         """Whether a request vLLM could serve goes to transformers instead: one request at a
         time of a small model on a CPU is faster there (measured on the tiny Llama with
-        LoRA adapters: 738 tokens/s against vLLM's 240), so a request transformers can
-        honour goes there while the model's worker is free and its base's vLLM engine has
-        nothing to do; the others, those that come meanwhile, go to vLLM, which batches
-        them (``serving_transformers_alone``)."""
+        LoRA adapters: 738 tokens/s against vLLM's 240), so a request of one answer that
+        transformers can honour goes there while the model's worker is free and its base's
+        vLLM engine has nothing to do; the others, those that come meanwhile and those of
+        ``n`` answers (which transformers generates one after the other, vLLM in one batch),
+        go to vLLM (``serving_transformers_alone``)."""
         assert self.engines is not None
         return (self._settings.serving_transformers_alone
                 and "cpu" in self.engines.environment.package
                 and self._small(files)
-                and transformers_refusal(request) is None
+                and request.n == 1 and transformers_refusal(request) is None
                 and not self.engines.requests_on(files.model)
                 and self.workers.free(files))
 
@@ -206,7 +207,11 @@ class Completions:
             "id": completion_id, "max_tokens": asked,
             "limit": self._settings.inference_max_tokens,
             "temperature": request.temperature, "top_p": request.top_p,
-            "stop": request.stops, "seed": request.seed}
+            "stop": request.stops, "seed": request.seed, "logit_bias": request.logit_bias,
+            "presence_penalty": request.presence_penalty,
+            "frequency_penalty": request.frequency_penalty, "n": request.n,
+            "logprobs": (request.top_logprobs or 0 if request.logprobs else None)
+            if isinstance(request, ChatRequest) else request.logprobs}
         if isinstance(request, ChatRequest):
             job["messages"] = [m.as_template_input() for m in request.messages]
         else:

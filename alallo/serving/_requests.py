@@ -199,8 +199,7 @@ class TextRequest(TextOptions, _Sampling):
 
 
 _TRANSFORMERS_TAKES: dict[str, tuple[Any, ...]] = {
-    "n": (1,), "logprobs": (False, None, 0), "top_logprobs": (None, 0), "logit_bias": (None, {}),
-    "presence_penalty": (0,), "frequency_penalty": (0,), "tools": (None, []),
+    "tools": (None, []),
     "tool_choice": (None, "none"), "parallel_tool_calls": (None, True, False), "echo": (False,),
     "response_format": (None, {"type": "text"})}
 """The fields the transformers engine does not honour, with the values that ask for nothing."""

@@ -151,18 +151,21 @@ class VllmEngines:
             await self._services.reap_stale()
         except OSError as exc:  # the cluster does not answer: engines start later, or fail
             log.warning("vllm.reap_failed", error=str(exc))
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(let_go_when_idle, self._engines.values,
-                               lambda engine: bool(engine.busy), self._let_go,
-                               self._settings.inference_idle_s, "vllm")
-            try:
-                yield
-            finally:
-                self._nursery = None
-                for engine in list(self._engines.values()):
-                    self._let_go(engine)
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(let_go_when_idle, self._engines.values,
+                                   lambda engine: bool(engine.busy), self._let_go,
+                                   self._settings.inference_idle_s, "vllm")
+                try:
+                    yield
+                finally:
+                    self._nursery = None
+                    for engine in list(self._engines.values()):
+                        self._let_go(engine)
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._services.close()  # every engine has stopped: their tasks were its
 
     async def send(self, files: ModelFiles, name: str, path: str, body: dict[str, Any],
                    ) -> tuple[Engine, httpx.Response]:
@@ -352,10 +355,11 @@ class VllmEngines:
         if process.pid is not None:
             pid_file.write_text(str(process.pid))  # its process group, for reap_stale
         engine.client = httpx.AsyncClient(
-            base_url=f"http://{process.host}:{process.port}",
+            transport=httpx.AsyncHTTPTransport(uds=process.uds, limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=0)),
+            base_url=f"http://{process.host}:{process.port or 80}",
             headers={"Authorization": f"Bearer {engine.api_key}"},
-            timeout=httpx.Timeout(30, read=None),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
+            timeout=httpx.Timeout(30, read=None))
         try:
             async with engine.client:
                 try:
@@ -382,7 +386,7 @@ class VllmEngines:
                 with contextlib.suppress(httpx.TransportError):
                     if (await engine.client.get("/health", timeout=5)).status_code == 200:
                         log.info("vllm.ready", model=str(engine.files.model),
-                                 address=f"{process.host}:{process.port}")
+                                 address=process.uds or f"{process.host}:{process.port}")
                         return
                 await trio.sleep(_HEALTH_EVERY_S)
         last = tail(output)

@@ -16,9 +16,13 @@ Requests (stdin), one per line::
 (``max_tokens`` null: as many as the context leaves, up to ``limit``.)
     {"cancel": "chatcmpl-…"}
 
-Answers (stdout): ``{"id", "text": "..."}`` as text is generated (never the part of it that
-may begin a stop sequence), then ``{"id", "done": {"finish_reason": "stop"|"length",
-"prompt_tokens": n, "completion_tokens": m}}``, or ``{"id", "error": "...", "param": ...}``.
+Answers (stdout): ``{"id", "index": i, "text": "..."}`` as choice ``i``'s text is generated
+(never the part of it that may begin a stop sequence; with ``"logprobs"``, the pieces' tokens in
+OpenAI's chat shape: ``[{"token", "logprob", "bytes", "top_logprobs"}, ...]``), the ``n``
+choices one after the other;
+then ``{"id", "done": {"choices": [{"index", "finish_reason": "stop"|"length"}, ...],
+"prompt_tokens": n, "completion_tokens": m}}`` (m: of all choices), or ``{"id", "error":
+"...", "param": ...}``.
 Messages go through the tokenizer's chat template (``apply_chat_template`` with the
 generation prompt). End of stdin ends the process (after the requests it holds): it never outlives the server.
 """
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -83,8 +88,14 @@ class _Generation:
     """
 
     def __init__(self, request_id: str, tokenizer: Any, stops: list[str],
-                 cancelled: set[str]) -> None:
+                 cancelled: set[str], index: int = 0, top: int | None = None) -> None:
         self.id = request_id
+        self.index = index
+        self._top = top
+        """None: no logprobs; else the chosen token's and the ``top`` likeliest each step."""
+        self.step_logprobs: Any = None
+        """The log-probabilities of the step under way (set by :class:`_Logprobs`)."""
+        self._logprobs: list[dict[str, Any]] = []  # of the tokens not sent yet
         self._tokenizer = tokenizer
         self._stops = stops
         self._longest_stop = max((len(s) for s in stops), default=0)
@@ -102,6 +113,9 @@ class _Generation:
             self._prompt_seen = True
             return
         self._ids += value.reshape(-1).tolist()
+        if self._top is not None and self.step_logprobs is not None \
+                and self._ids[-1] not in self._tokenizer.all_special_ids:
+            self._logprobs.append(self._entry(self._ids[-1]))
         self._decode(final=False)
         self._send(final=False)
 
@@ -129,8 +143,71 @@ class _Generation:
         self.stopped = stopped
         now = time.monotonic()
         if end > self.sent and (final or stopped or now - self._last_sent >= PIECE_INTERVAL_S):
-            _say(id=self.id, text=self.text[self.sent:end])
+            piece: dict[str, Any] = {"index": self.index, "text": self.text[self.sent:end]}
+            if self._top is not None:
+                piece["logprobs"], self._logprobs = self._logprobs, []
+            _say(id=self.id, **piece)
             self.sent, self._last_sent = end, now
+
+    def _entry(self, token: int) -> dict[str, Any]:
+        """The token just generated, in OpenAI's chat shape: ``{"token", "logprob", "bytes",
+        "top_logprobs": [{"token", "logprob", "bytes"}, ...]}``."""
+        import torch
+
+        logprobs = self.step_logprobs
+        top = torch.topk(logprobs, self._top) if self._top else None
+        return {**_token(self._tokenizer, token), "logprob": float(logprobs[token]),
+                "top_logprobs": [{**_token(self._tokenizer, int(i)), "logprob": float(v)}
+                                 for v, i in zip(*top, strict=True)] if top is not None else []}
+
+
+def _byte_level() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, character → byte (``bytes_to_unicode`` of OpenAI's
+    gpt-2 ``encoder.py``, which byte-level BPE tokenizers share: GPT-2, Llama 3, Qwen)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+_BYTE_LEVEL = _byte_level()
+
+
+def _token(tokenizer: Any, token_id: int) -> dict[str, Any]:
+    """A token's ``token`` and ``bytes`` as OpenAI gives them: its text, or ``bytes:\\xNN``
+    for a token that is part of a character (its bytes then say which; joined, the bytes of
+    an answer's tokens are its text)."""
+    text = tokenizer.decode([token_id])
+    if "\ufffd" not in text:
+        return {"token": text, "bytes": list(text.encode())}
+    piece = tokenizer.convert_ids_to_tokens(token_id)
+    if (hexadecimal := re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)) is not None:
+        raw = bytes([int(hexadecimal[1], 16)])  # SentencePiece's byte fallback
+    elif all(c in _BYTE_LEVEL for c in piece):
+        raw = bytes(_BYTE_LEVEL[c] for c in piece)
+    else:
+        raw = text.encode()
+    return {"token": "bytes:" + "".join(f"\\x{b:02x}" for b in raw), "bytes": list(raw)}
+
+
+class _Logprobs:
+    """Keeps each step's log-probabilities for :class:`_Generation` (the model's own, before
+    ``logit_bias``, penalties and temperature, as vLLM's ``raw_logprobs``)."""
+
+    def __init__(self, generation: _Generation) -> None:
+        self.generation = generation
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        self.generation.step_logprobs = torch.log_softmax(scores[0].float(), dim=-1)
+        return scores
 
 
 class _Model:
@@ -158,13 +235,15 @@ class _Model:
                 and model.num_parameters() < 50_000_000:
             torch.set_num_threads(1)  # small matrices: one thread is as fast, and shares well
         config = model.config
+        self.vocabulary = int(model.get_output_embeddings().weight.shape[0])
+        """Token ids the model scores (``logit_bias`` keys must be below it)."""
         self.context_length = int(getattr(config, "max_position_embeddings", None)
                                   or getattr(config, "n_positions", None)
                                   or self.tokenizer.model_max_length)
 
     def run(self, request: dict[str, Any], cancelled: set[str]) -> None:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         request_id = request["id"]
         if request.get("messages") is not None:
@@ -196,13 +275,17 @@ class _Model:
             return
         else:
             max_tokens = int(asked)
-        generation = _Generation(request_id, self.tokenizer, list(request.get("stop") or []),
-                                 cancelled)
-
-        class _Stop(StoppingCriteria):
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-                return generation.should_stop()
-
+        bias = {int(token): float(value) for token, value in
+                (request.get("logit_bias") or {}).items()}
+        if (unknown := [t for t in bias if not 0 <= t < self.vocabulary]):
+            _say(id=request_id, param="logit_bias", error=(
+                f"token {unknown[0]} is not in this model's vocabulary (0 to "
+                f"{self.vocabulary - 1})"))
+            return
+        penalties = [_Penalties(bias, float(request.get("presence_penalty") or 0),
+                                float(request.get("frequency_penalty") or 0), prompt_tokens)] \
+            if bias or request.get("presence_penalty") or request.get("frequency_penalty") \
+            else []
         if request.get("seed") is not None:
             torch.manual_seed(int(request["seed"]))
         temperature = float(request.get("temperature", 1.0))
@@ -210,18 +293,73 @@ class _Model:
             {"do_sample": True, "temperature": temperature, "top_p": float(request.get("top_p", 1.0))}
             if temperature > 0 else {"do_sample": False})
         pad = self.tokenizer.pad_token_id
-        with torch.inference_mode():
-            output = self.model.generate(
-                **inputs.to(self.device), max_new_tokens=max_tokens, streamer=generation,
-                stopping_criteria=StoppingCriteriaList([_Stop()]),
-                pad_token_id=pad if pad is not None else self.tokenizer.eos_token_id,
-                **sampling)
-        completion_tokens = int(output.shape[1]) - prompt_tokens
-        eos = self.tokenizer.eos_token_id
-        ended = generation.stopped or (completion_tokens and int(output[0, -1]) == eos)
-        _say(id=request_id, done={
-            "finish_reason": "stop" if ended or completion_tokens < max_tokens else "length",
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+        top = request.get("logprobs")
+
+        class _Stop(StoppingCriteria):  # its text reached a stop sequence, or it was cancelled
+            def __init__(self, generation: _Generation) -> None:
+                self.generation = generation
+
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
+                return self.generation.should_stop()
+
+        choices, generated = [], 0
+        for index in range(int(request.get("n") or 1)):  # one after the other, as they stream
+            generation = _Generation(request_id, self.tokenizer, list(request.get("stop") or []),
+                                     cancelled, index, None if top is None else int(top))
+            stop = _Stop(generation)
+            with torch.inference_mode():
+                output = self.model.generate(
+                    **inputs.to(self.device), max_new_tokens=max_tokens, streamer=generation,
+                    stopping_criteria=StoppingCriteriaList([stop]),
+                    logits_processor=LogitsProcessorList(
+                        ([_Logprobs(generation)] if top is not None else []) + penalties),
+                    pad_token_id=pad if pad is not None else self.tokenizer.eos_token_id,
+                    **sampling)
+            completion_tokens = int(output.shape[1]) - prompt_tokens
+            eos = self.tokenizer.eos_token_id
+            ended = generation.stopped or (completion_tokens and int(output[0, -1]) == eos)
+            choices.append({"index": index, "finish_reason":
+                            "stop" if ended or completion_tokens < max_tokens else "length"})
+            generated += completion_tokens
+            if request_id in cancelled:
+                break
+        _say(id=request_id, done={"choices": choices, "prompt_tokens": prompt_tokens,
+                                  "completion_tokens": generated})
+
+
+class _Penalties:
+    """OpenAI's ``logit_bias``, ``presence_penalty`` and ``frequency_penalty`` on the logits
+    of each step (a ``transformers`` logits processor), as OpenAI states them ("Parameter
+    details", Text generation guide) and vLLM applies them: ``logit[j] += bias[j] -
+    count[j] * frequency - (count[j] > 0) * presence``, ``count[j]`` the times token ``j`` was
+    generated so far (the prompt's tokens not counted).
+
+    Args:
+        bias: token id → bias (-100 to 100).
+        presence, frequency: the penalties (-2 to 2).
+        prompt_tokens: where the generated tokens start in ``input_ids``.
+    """
+
+    def __init__(self, bias: dict[int, float], presence: float, frequency: float,
+                 prompt_tokens: int) -> None:
+        self.bias = bias
+        self.presence = presence
+        self.frequency = frequency
+        self.prompt_tokens = prompt_tokens
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.bias:
+            ids = torch.tensor(list(self.bias), device=scores.device)
+            scores[:, ids] += torch.tensor(list(self.bias.values()), device=scores.device,
+                                           dtype=scores.dtype)
+        generated = input_ids[:, self.prompt_tokens:]
+        if (self.presence or self.frequency) and generated.shape[1]:
+            counts = torch.zeros_like(scores).scatter_add_(
+                1, generated, torch.ones_like(generated, dtype=scores.dtype))
+            scores -= counts * self.frequency + (counts > 0).to(scores.dtype) * self.presence
+        return scores
 
 
 def _read_requests(requests: queue.Queue[dict[str, Any] | None], cancelled: set[str]) -> None:

@@ -27,12 +27,11 @@ CHAT = [{"role": "user", "content": "Hi"}]
     ({}, None),
     ({"n": 1, "tools": [], "logprobs": False, "response_format": {"type": "text"},
       "frequency_penalty": 0, "parallel_tool_calls": True}, None),
-    ({"n": 2}, "n"),
-    ({"logprobs": True}, "logprobs"),
-    ({"logit_bias": {"12": 5}}, "logit_bias"),
+    ({"n": 2, "logprobs": True, "top_logprobs": 3, "logit_bias": {"12": 5},
+      "presence_penalty": 0.5, "frequency_penalty": -1}, None),
     ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"presence_penalty": 0.5}, "presence_penalty"),
+    ({"tool_choice": "required"}, "tool_choice"),
 ])
 def test_the_transformers_engine_names_what_it_cannot_honour(
         body: dict[str, Any], refused: str | None) -> None:

@@ -106,7 +106,7 @@ def test_text_completion_and_a_stop_sequence(sdk: openai.OpenAI,
     ({"model": "nobody/nothing", "messages": CHAT}, 404, "model"),
     ({"model": "/etc", "messages": CHAT}, 404, "model"),  # a path on the server is no model
     ({"model": TINY, "messages": CHAT, "max_tokens": 100_000}, 400, "max_tokens"),
-    ({"model": TINY, "messages": CHAT, "n": 2}, 400, "n"),
+    ({"model": TINY, "messages": CHAT, "n": 0}, 400, "n"),
     ({"model": TINY, "messages": []}, 400, "messages"),
     ({"model": TINY, "messages": [{"role": "bot", "content": "x"}]}, 400, "messages.0.role"),
     ({"model": TINY, "messages": CHAT, "temperature": 3}, 400, "temperature"),
@@ -127,9 +127,7 @@ def test_a_bad_request_is_refused_naming_the_field(live_server: LiveServer, body
 
 @pytest.mark.parametrize(("create", "param"), [
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
-    ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
     ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"frequency_penalty": 0.5}, "frequency_penalty"),
     ({"store": True}, "store"),
     ({"extra_body": {"not_an_openai_parameter": 1}}, "not_an_openai_parameter"),
 ])
@@ -177,6 +175,115 @@ def local_balance(server: LiveServer) -> float:
     assert result.exit_code == 0, result.output
     (account,) = json.loads(result.stdout)["data"]
     return float(account["balance"])
+
+
+def test_logit_bias_and_the_penalties_are_openais_on_transformers(
+        sdk: openai.OpenAI, live_server: LiveServer) -> None:
+    """Each step's logits get ``bias[j] - count[j] * frequency - (count[j] > 0) * presence``
+    (OpenAI's formula; the count is of generated tokens): checked against a greedy loop
+    written here from that formula, on the server's weights."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = live_server.data_dir / "models" / "alallo--tiny-gpt2"
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    (token,) = tokenizer("x", add_special_tokens=False).input_ids
+
+    def expected(bias: float, presence: float, frequency: float) -> str:
+        ids = tokenizer("Hello", return_tensors="pt").input_ids
+        generated: list[int] = []
+        with torch.no_grad():
+            for _ in range(12):
+                logits = model(ids).logits[0, -1]
+                logits[token] += bias
+                for j in set(generated):
+                    logits[j] -= generated.count(j) * frequency + presence
+                generated.append(int(logits.argmax()))
+                if generated[-1] == tokenizer.eos_token_id:
+                    break
+                ids = torch.cat([ids, torch.tensor([[generated[-1]]])], dim=1)
+        return str(tokenizer.decode(generated, skip_special_tokens=True))
+
+    for bias, presence, frequency in [(100, 0, 0), (6, 0, 2), (3, 2, 0), (0, 1.5, 1)]:
+        answer = sdk.completions.create(
+            model=TINY, prompt="Hello", max_tokens=12, temperature=0,
+            logit_bias={str(token): bias} if bias else None,  # type: ignore[arg-type]
+            presence_penalty=presence, frequency_penalty=frequency)
+        assert answer.choices[0].text == expected(bias, presence, frequency), \
+            (bias, presence, frequency)
+    assert answer.choices[0].text != expected(0, 0, 0), "the penalties changed the answer"
+    assert expected(100, 0, 0) == "x" * 12
+    assert 0 < expected(6, 0, 2).count("x") < 12, "the frequency penalty let others win"
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.completions.create(model=TINY, prompt="Hello", max_tokens=2,
+                               logit_bias={"99999999": 5})
+    assert refused.value.param == "logit_bias" and "vocabulary" in refused.value.message
+
+
+def test_n_choices_and_logprobs_on_transformers(sdk: openai.OpenAI,
+                                                live_server: LiveServer) -> None:
+    """``n`` answers (greedy: each the reference's), and each token's log-probability, the
+    model's own (before sampling), in chat's and completions' shapes, streamed and not."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    text, _, completion_tokens = reference(live_server, prompt="Hello", max_tokens=6)
+    directory = live_server.data_dir / "models" / "alallo--tiny-gpt2"
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    ids = tokenizer("Hello", return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=6, do_sample=False,
+                             pad_token_id=tokenizer.eos_token_id)
+        steps = torch.log_softmax(model(out).logits[0, ids.shape[1] - 1:-1], dim=-1)
+    chosen = out[0, ids.shape[1]:]
+    expected = [float(steps[i, t]) for i, t in enumerate(chosen)]
+
+    answer = sdk.completions.create(model=TINY, prompt="Hello", max_tokens=6, temperature=0,
+                                    n=2, logprobs=2)
+    assert [c.index for c in answer.choices] == [0, 1]
+    assert [c.text for c in answer.choices] == [text, text]
+    assert answer.usage is not None and answer.usage.completion_tokens == 2 * completion_tokens
+    logprobs = answer.choices[1].logprobs
+    assert logprobs is not None and len(logprobs.tokens or []) == len(expected)
+    assert logprobs.token_logprobs == pytest.approx(expected, abs=1e-4)
+    assert all(len(top) <= 2 and max(top.values()) == pytest.approx(lp, abs=1e-4)
+               for top, lp in zip(logprobs.top_logprobs or [], expected, strict=True))
+    offsets = logprobs.text_offset or []
+    assert offsets[0] == 0 and offsets == sorted(offsets) and offsets[-1] < len(text)
+
+    chat = sdk.chat.completions.create(model=TINY, messages=CHAT, max_tokens=5,  # type: ignore[arg-type]
+                                       n=3, seed=7, logprobs=True, top_logprobs=1)
+    assert sorted(c.index for c in chat.choices) == [0, 1, 2]
+    for choice in chat.choices:
+        content = choice.logprobs.content if choice.logprobs else None
+        assert content and b"".join(bytes(t.bytes or []) for t in content).decode(
+            errors="replace") == choice.message.content, "the tokens' bytes are the text"
+        assert all(t.logprob <= 0 and len(t.top_logprobs) == 1 for t in content)
+    again = sdk.chat.completions.create(model=TINY, messages=CHAT, max_tokens=5,  # type: ignore[arg-type]
+                                        n=3, seed=7)
+    assert [c.message.content for c in again.choices] == \
+        [c.message.content for c in chat.choices], "the same seed, the same answers"
+
+    stream = sdk.chat.completions.create(model=TINY, messages=CHAT, max_tokens=5,  # type: ignore[arg-type]
+                                         n=3, seed=7, logprobs=True, stream=True,
+                                         stream_options={"include_usage": True})
+    texts: dict[int, str] = {}
+    tokens: dict[int, bytes] = {}
+    finished = set()
+    for chunk in stream:
+        for part in chunk.choices:
+            texts[part.index] = texts.get(part.index, "") + (part.delta.content or "")
+            if part.logprobs and part.logprobs.content:
+                tokens[part.index] = tokens.get(part.index, b"") + b"".join(
+                    bytes(t.bytes or []) for t in part.logprobs.content)
+            if part.finish_reason:
+                finished.add(part.index)
+    assert finished == {0, 1, 2}
+    assert [texts[i] for i in range(3)] == [c.message.content for c in chat.choices]
+    assert [tokens[i].decode(errors="replace") for i in range(3)] == \
+        [texts[i] for i in range(3)]
 
 
 def test_a_model_served_by_transformers_says_why_a_parameter_needs_vllm(

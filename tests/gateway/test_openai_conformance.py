@@ -204,7 +204,13 @@ def test_completions_unchanged(sdk: openai.OpenAI) -> None:
     text = called(sdk.completions.with_raw_response.create, Completion,
                   model="alallo/tiny-gpt2", prompt="Hello", max_tokens=4, temperature=0)
     assert text.choices[0].finish_reason in ("stop", "length")
+    several = called(sdk.chat.completions.with_raw_response.create, ChatCompletion,
+                     model="alallo/tiny-gpt2", max_tokens=3, n=2, logprobs=True, temperature=0,
+                     top_logprobs=2, messages=[{"role": "user", "content": "Hello"}])
+    assert [c.index for c in several.choices] == [0, 1]
+    assert all(c.logprobs and c.logprobs.content for c in several.choices)
     with pytest.raises(openai.BadRequestError) as refused:  # nothing is silently ignored
-        sdk.chat.completions.create(model="alallo/tiny-gpt2", n=2,
-                                    messages=[{"role": "user", "content": "Hello"}])
-    assert refused.value.param == "n" and refused.value.type == "invalid_request_error"
+        sdk.chat.completions.create(model="alallo/tiny-gpt2", response_format={
+            "type": "json_object"}, messages=[{"role": "user", "content": "Hello"}])
+    assert refused.value.param == "response_format" and \
+        refused.value.type == "invalid_request_error"

@@ -213,15 +213,15 @@ def test_a_closed_stream_frees_its_slot_in_the_engine(
     assert first.choices[0].text.startswith("c")
     stream.close()
     (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
-    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
     running = ""
-    for _ in range(200):  # vLLM aborts the request once it sees the connection closed
-        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        running = next(line for line in metrics.splitlines()
-                       if line.startswith("vllm:num_requests_running"))
-        if running.endswith(" 0.0"):
-            break
-        threading.Event().wait(0.05)
+    with direct(engine) as client:
+        for _ in range(200):  # vLLM aborts the request once it sees the connection closed
+            metrics = client.get("/metrics").text
+            running = next(line for line in metrics.splitlines()
+                           if line.startswith("vllm:num_requests_running"))
+            if running.endswith(" 0.0"):
+                break
+            threading.Event().wait(0.05)
     assert running.endswith(" 0.0"), running
     ours = httpx.get(f"{server.url}/metrics", timeout=10).text
     assert 'alallo_serving_requests{engine="vllm"} 0.0' in ours
@@ -230,35 +230,36 @@ def test_a_closed_stream_frees_its_slot_in_the_engine(
 
 def test_the_engine_answers_only_the_server(
         server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
-    """Another process of the machine (a trainer running a user's code) that finds the
-    engine's port gets 401 for every model and adapter call: only the server has its key."""
+    """The engine listens on a Unix socket in a folder only the server's user enters (a
+    trainer, running as another user, cannot connect), and even a process that reaches it
+    gets 401 for every model and adapter call: only the server has its key."""
     sdk.completions.create(model=adapters["a"], prompt=PROMPT, max_tokens=1)  # it runs
     (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
-    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
-    direct = f"http://127.0.0.1:{port}"
-    for path, body in [("/v1/completions", {"model": adapters["a"], "prompt": PROMPT}),
-                       ("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/"}),
-                       ("/v1/models", None)]:
-        answer = (httpx.get(f"{direct}{path}", timeout=10) if body is None else
-                  httpx.post(f"{direct}{path}", json=body, timeout=10))
-        assert answer.status_code == 401, (path, answer.text)
-        answer = httpx.get(f"{direct}/v1/models", timeout=10,
-                           headers={"Authorization": f"Bearer {server.api_key}"})
+    socket = Path(engine.info["cmdline"][engine.info["cmdline"].index("--uds") + 1])
+    assert socket.parent.stat().st_mode & 0o777 == 0o700 and socket.parent.stat().st_uid == \
+        os.getuid()
+    assert "--port" not in engine.info["cmdline"], "no TCP port"
+    with direct(engine) as client:
+        for path, body in [("/v1/completions", {"model": adapters["a"], "prompt": PROMPT}),
+                           ("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/"}),
+                           ("/v1/models", None)]:
+            answer = client.get(path) if body is None else client.post(path, json=body)
+            assert answer.status_code == 401, (path, answer.text)
+        answer = client.get("/v1/models", headers={"Authorization": f"Bearer {server.api_key}"})
         assert answer.status_code == 401, "the user's key is not the engine's"
 
 
 def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
         server: LiveServer, sdk: openai.OpenAI, adapters: dict[str, str]) -> None:
     (engine,) = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]]
-    port = engine.info["cmdline"][engine.info["cmdline"].index("--port") + 1]
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(1) as pool, direct(engine) as client:
         under_way = pool.submit(lambda: httpx.post(  # 64 answers of 200 tokens: seconds
             f"{server.url}/v1/completions", timeout=600,
             headers={"Authorization": f"Bearer {server.api_key}"},
             json={"model": adapters["d"], "prompt": PROMPT, "max_tokens": 200, "n": 64,
                   "temperature": 1.0, "logit_bias": {"256": -100}}))  # no EOS: all 200
         for _ in range(600):  # until the engine generates it
-            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            metrics = client.get("/metrics").text
             if any(line.startswith("vllm:num_requests_running") and not line.endswith(" 0.0")
                    for line in metrics.splitlines()):
                 break
@@ -273,6 +274,13 @@ def test_an_engine_that_dies_fails_its_requests_with_503_and_starts_again(
     restarted = [p for p in vllm_processes(server) if "--enable-lora" in p.info["cmdline"]
                  and p.pid != engine.pid]  # the killed one may linger unreaped a moment
     assert len(restarted) == 1, restarted
+
+
+def direct(engine: psutil.Process) -> httpx.Client:
+    """A client of the engine's own server, on its Unix socket."""
+    command = engine.info["cmdline"]
+    return httpx.Client(transport=httpx.HTTPTransport(uds=command[command.index("--uds") + 1]),
+                        base_url="http://engine", timeout=10)
 
 
 def vllm_processes(server: LiveServer) -> list[psutil.Process]:
