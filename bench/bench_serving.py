@@ -3,7 +3,7 @@ alallo's ``/v1/completions`` (its vLLM engine), against vLLM's own OpenAI server
 same adapters and the same flags, and against alallo's transformers engine, in one run.
 
 Run: ``.venv/bin/python bench/bench_serving.py`` (``--quick``: 2 rounds a side instead of
-4; ``--json FILE`` appends the rows to FILE). Needs vLLM's environment
+6; ``--json FILE`` appends the rows to FILE). Needs vLLM's environment
 (``python -m alallo.serving.install``, which ``make test`` runs).
 
 What it does: a bench server (:mod:`_server`) trains four tiny LoRA models of
@@ -16,7 +16,10 @@ at most, greedy, spread over the four models in turn) with ``C`` at once, for C 
 engine stopped meanwhile: its worker busy-polls a core even idle); tokens/s is the
 completion tokens of the round over its wall time, first token the time to the first chunk
 with text. Targets (issue 33): ≥ 0.9× vLLM at 16 and 64; ≥ 1.0× the better of vLLM and
-transformers at 1.
+transformers at 1. Beside them, the CPU time alallo's server spends per 1,000 tokens (what it
+adds in front of the engine), against what vLLM's own API server spends: on two cores the
+engine itself swings 2-4× between identical rounds (its core and worker spin with
+``sched_yield`` while requests flow), so that figure is the steadier measure of alallo's cost.
 """
 
 from __future__ import annotations
@@ -185,13 +188,16 @@ async def round_(url: str, headers: dict[str, str], models: list[str], concurren
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 rounds a side instead of 4")
+    parser.add_argument("--quick", action="store_true", help="2 rounds a side instead of 6")
     parser.add_argument("--json", type=Path, default=None, help="append rows to this file")
     args = parser.parse_args()
-    rounds = 2 if args.quick else 4
+    rounds = 2 if args.quick else 6
     env = {"ALALLO_SERVING_ENGINE": "auto", "ALALLO_MAX_CONCURRENT_JOBS": "4",
            "ALALLO_INFERENCE_MAX_MODELS": "4"}  # a worker per model on transformers
     rates: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
+    """CPU ms per 1,000 tokens of the server in front of the engine (alallo's; vLLM's own
+    API server), by side and concurrency."""
     firsts: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="alallo-bench-serving-") as scratch_dir:
         scratch = Path(scratch_dir)
@@ -217,6 +223,8 @@ def main() -> int:
                     trio.run(round_, url, headers, models, 16, 16)  # and vLLM's engine
                 engines = {"alallo": engine_group(scratch / "data"),
                            "vllm": os.getpgid(vllm.process.pid)}
+                fronts = {"alallo": psutil.Process(alallo.process.pid),  # what each side puts
+                          "vllm": psutil.Process(vllm.process.pid)}  # before the engine
                 for concurrency in LEVELS:
                     requests = max(8, 2 * concurrency)
                     for _ in range(rounds):
@@ -224,8 +232,14 @@ def main() -> int:
                             if name == "transformers" and concurrency > 1:
                                 continue  # one request at a time per model: not a peer here
                             alone(name, engines)
+                            spent = cpu_s(fronts.get(name))
+                            started = time.perf_counter()
                             rate, times = trio.run(round_, url, headers, models, concurrency,
                                                    requests)
+                            if name in fronts:
+                                tokens = rate * (time.perf_counter() - started)
+                                cpu.setdefault((name, concurrency), []).append(
+                                    (cpu_s(fronts[name]) - spent) / tokens * 1e6)
                             rates.setdefault((name, concurrency), []).append(rate)
                             firsts.setdefault((name, concurrency), []).extend(times)
         finally:
@@ -245,12 +259,26 @@ def main() -> int:
         else:
             result.append(row(f"serving: 4 LoRA models, {concurrency} at once (vs vLLM)",
                               ours, "t/s", theirs, 0.9))
+        if concurrency > 1:
+            result.append(row(
+                f"serving: CPU ms per 1k tokens, alallo's server in front of vLLM's, "
+                f"{concurrency} at once (vs vLLM's API server)",
+                statistics.median(cpu[("alallo", concurrency)]), "ms",
+                statistics.median(cpu[("vllm", concurrency)]), None))
         for q, label in ((50, "p50"), (99, "p99")):
             mine = percentile(firsts[("alallo", concurrency)], q) * 1000
             base = percentile(firsts[("vllm", concurrency)], q) * 1000
             result.append(row(f"serving: first token {label}, {concurrency} at once (vs vLLM)",
                               mine, "ms", base, None))
     return report(result, args.json)
+
+
+def cpu_s(process: psutil.Process | None) -> float:
+    """CPU seconds ``process`` and its threads have used (0 for None)."""
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def engine_group(data: Path) -> int:
