@@ -32,6 +32,7 @@ from alallo import JobSpec, Settings, api
 from alallo.runtime import MAX_PERMISSIONS_PAGE, ShareRequest
 from alallo.serving import ChatRequest, TextRequest
 from alallo.runtime import TogetherEstimateRequest
+from alallo.trainers.graders import GraderRunRequest, GraderValidateRequest
 
 from ._files import MAX_FILES_PAGE, UPLOAD_FORM
 from ._job_filters import METADATA_DOC, METADATA_SCHEMA
@@ -212,6 +213,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("delete", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}",
               "Revoke a permission: the account it names can no longer use the checkpoint",
               api.CheckpointPermissionDeleted),
+    Operation("post", "/v1/fine_tuning/alpha/graders/validate", "Check a grader (OpenAI's)",
+              api.GraderValidated, body=GraderValidateRequest, errors=(400, 401)),
+    Operation("post", "/v1/fine_tuning/alpha/graders/run", "A grader's score of a sample, as "
+              "a job's trainer would use it (OpenAI's)", api.GraderRun, body=GraderRunRequest,
+              errors=(400, 401)),
     Operation("get", "/v1/trainers", "The trainers a job may name", api.TrainerList,
               errors=(400, 401)),
     Operation("get", "/v1/account",

@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from alallo import Runtime
 
-from . import _account, _completions, _files, _jobs, _models, _permissions, _together
+from . import _account, _completions, _files, _graders, _jobs, _models, _permissions, _together
 from ._cors import CORS
 from ._errors import EXCEPTION_HANDLERS
 from ._job_json import JobJson
@@ -69,6 +69,8 @@ ROUTES = [
           _permissions.list_permissions, methods=["GET"]),
     Route("/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}",
           _permissions.delete_permission, methods=["DELETE"]),
+    Route("/v1/fine_tuning/alpha/graders/validate", _graders.validate_grader, methods=["POST"]),
+    Route("/v1/fine_tuning/alpha/graders/run", _graders.run_grader, methods=["POST"]),
     Route("/v1/trainers", _jobs.list_trainers, methods=["GET"]),
     Route("/v1/account", _account.get_account, methods=["GET"]),
     Route("/v1/capacity", _jobs.capacity, methods=["GET"]),

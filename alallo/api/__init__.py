@@ -42,6 +42,7 @@ from ._job_shapes import (
     TrainingLogLine,
 )
 from ._method_shapes import JobMethod, JobMethodSettings, MethodHyperparameters
+from ._grader_shapes import GraderRun, GraderRunErrors, GraderRunMetadata, GraderValidated
 from ._permission_shapes import (
     CheckpointPermission,
     CheckpointPermissionDeleted,
@@ -89,6 +90,10 @@ __all__ = [
     "CheckpointMetrics",
     "CheckpointPermission",
     "CheckpointPermissionDeleted",
+    "GraderRun",
+    "GraderRunErrors",
+    "GraderRunMetadata",
+    "GraderValidated",
     "CheckpointPermissionList",
     "ChunkDelta",
     "DashboardLink",

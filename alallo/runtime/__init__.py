@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._checkpoint_models import MAX_PERMISSIONS_PAGE as MAX_PERMISSIONS_PAGE
     from ._checkpoint_models import ShareRequest as ShareRequest
     from ._event_list import list_job_events as list_job_events
+    from ._graders import GraderRuns as GraderRuns
     from ._logging import configure_logging as configure_logging
     from ._model_ids import parse_model_id as parse_model_id
     from ._runtime import Runtime as Runtime
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "EventBus": ("._bus", "EventBus"),
+    "GraderRuns": ("._graders", "GraderRuns"),
     "Item": ("._bus", "Item"),
     "LOCAL_ACCOUNT": ("._accounts", "LOCAL_ACCOUNT"),
     "Lagged": ("._bus", "Lagged"),
@@ -48,7 +50,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["LOCAL_ACCOUNT", "MAX_PERMISSIONS_PAGE", "EventBus",
+__all__ = ["LOCAL_ACCOUNT", "MAX_PERMISSIONS_PAGE", "EventBus", "GraderRuns",
            "Item", "Lagged", "Runtime", "ShareRequest", "TogetherEstimateRequest", "configure_logging", "list_checkpoints",
            "list_job_events", "parse_model_id", "together_estimate", "views"]
 

@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ._env import QUIET_ENV
+from ._logits import Logprobs, Penalties, token_text
 
 __all__ = ["main", "safe_end"]
 
@@ -156,58 +156,9 @@ class _Generation:
 
         logprobs = self.step_logprobs
         top = torch.topk(logprobs, self._top) if self._top else None
-        return {**_token(self._tokenizer, token), "logprob": float(logprobs[token]),
-                "top_logprobs": [{**_token(self._tokenizer, int(i)), "logprob": float(v)}
+        return {**token_text(self._tokenizer, token), "logprob": float(logprobs[token]),
+                "top_logprobs": [{**token_text(self._tokenizer, int(i)), "logprob": float(v)}
                                  for v, i in zip(*top, strict=True)] if top is not None else []}
-
-
-def _byte_level() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, character → byte (``bytes_to_unicode`` of OpenAI's
-    gpt-2 ``encoder.py``, which byte-level BPE tokenizers share: GPT-2, Llama 3, Qwen)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[chr(byte)] = byte
-        else:
-            chars[chr(256 + extra)] = byte
-            extra += 1
-    return chars
-
-
-_BYTE_LEVEL = _byte_level()
-
-
-def _token(tokenizer: Any, token_id: int) -> dict[str, Any]:
-    """A token's ``token`` and ``bytes`` as OpenAI gives them: its text, or ``bytes:\\xNN``
-    for a token that is part of a character (its bytes then say which; joined, the bytes of
-    an answer's tokens are its text)."""
-    text = tokenizer.decode([token_id])
-    if "\ufffd" not in text:
-        return {"token": text, "bytes": list(text.encode())}
-    piece = tokenizer.convert_ids_to_tokens(token_id)
-    if (hexadecimal := re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)) is not None:
-        raw = bytes([int(hexadecimal[1], 16)])  # SentencePiece's byte fallback
-    elif all(c in _BYTE_LEVEL for c in piece):
-        raw = bytes(_BYTE_LEVEL[c] for c in piece)
-    else:
-        raw = text.encode()
-    return {"token": "bytes:" + "".join(f"\\x{b:02x}" for b in raw), "bytes": list(raw)}
-
-
-class _Logprobs:
-    """Keeps each step's log-probabilities for :class:`_Generation` (the model's own, before
-    ``logit_bias``, penalties and temperature, as vLLM's ``raw_logprobs``)."""
-
-    def __init__(self, generation: _Generation) -> None:
-        self.generation = generation
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        self.generation.step_logprobs = torch.log_softmax(scores[0].float(), dim=-1)
-        return scores
 
 
 class _Model:
@@ -282,7 +233,7 @@ class _Model:
                 f"token {unknown[0]} is not in this model's vocabulary (0 to "
                 f"{self.vocabulary - 1})"))
             return
-        penalties = [_Penalties(bias, float(request.get("presence_penalty") or 0),
+        penalties = [Penalties(bias, float(request.get("presence_penalty") or 0),
                                 float(request.get("frequency_penalty") or 0), prompt_tokens)] \
             if bias or request.get("presence_penalty") or request.get("frequency_penalty") \
             else []
@@ -312,7 +263,7 @@ class _Model:
                     **inputs.to(self.device), max_new_tokens=max_tokens, streamer=generation,
                     stopping_criteria=StoppingCriteriaList([stop]),
                     logits_processor=LogitsProcessorList(
-                        ([_Logprobs(generation)] if top is not None else []) + penalties),
+                        ([Logprobs(generation)] if top is not None else []) + penalties),
                     pad_token_id=pad if pad is not None else self.tokenizer.eos_token_id,
                     **sampling)
             completion_tokens = int(output.shape[1]) - prompt_tokens
@@ -325,41 +276,6 @@ class _Model:
                 break
         _say(id=request_id, done={"choices": choices, "prompt_tokens": prompt_tokens,
                                   "completion_tokens": generated})
-
-
-class _Penalties:
-    """OpenAI's ``logit_bias``, ``presence_penalty`` and ``frequency_penalty`` on the logits
-    of each step (a ``transformers`` logits processor), as OpenAI states them ("Parameter
-    details", Text generation guide) and vLLM applies them: ``logit[j] += bias[j] -
-    count[j] * frequency - (count[j] > 0) * presence``, ``count[j]`` the times token ``j`` was
-    generated so far (the prompt's tokens not counted).
-
-    Args:
-        bias: token id → bias (-100 to 100).
-        presence, frequency: the penalties (-2 to 2).
-        prompt_tokens: where the generated tokens start in ``input_ids``.
-    """
-
-    def __init__(self, bias: dict[int, float], presence: float, frequency: float,
-                 prompt_tokens: int) -> None:
-        self.bias = bias
-        self.presence = presence
-        self.frequency = frequency
-        self.prompt_tokens = prompt_tokens
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.bias:
-            ids = torch.tensor(list(self.bias), device=scores.device)
-            scores[:, ids] += torch.tensor(list(self.bias.values()), device=scores.device,
-                                           dtype=scores.dtype)
-        generated = input_ids[:, self.prompt_tokens:]
-        if (self.presence or self.frequency) and generated.shape[1]:
-            counts = torch.zeros_like(scores).scatter_add_(
-                1, generated, torch.ones_like(generated, dtype=scores.dtype))
-            scores -= counts * self.frequency + (counts > 0).to(scores.dtype) * self.presence
-        return scores
 
 
 def _read_requests(requests: queue.Queue[dict[str, Any] | None], cancelled: set[str]) -> None:

@@ -1,0 +1,184 @@
+"""OpenAI's graders (issue 34), each against known scores, through the ``openai`` SDK's
+``fine_tuning.alpha.graders.run`` and ``.validate`` on a live server, and the python
+grader's sandbox against hostile graders: each scores 0 with its reason, the server and the
+next grader unaffected."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from support import LiveServer
+
+from alallo.trainers.graders import GRADER, Limits, check, grade, run_python, similarity
+
+ITEM = {"answer": "Paris", "city": {"name": "Paris"}}
+
+
+@pytest.fixture
+def sdk(live_server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=live_server.api_key,
+                       timeout=120) as client:
+        yield client
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("operation", "sample", "score"), [
+    ("eq", "Paris", 1.0), ("eq", "paris", 0.0), ("ne", "Rome", 1.0), ("ne", "Paris", 0.0),
+    ("like", "It is Paris.", 1.0), ("like", "It is paris.", 0.0),
+    ("ilike", "it is PARIS", 1.0), ("ilike", "Rome", 0.0)])
+def test_string_check(operation: str, sample: str, score: float) -> None:
+    grader = GRADER.validate_python({"type": "string_check", "name": "s", "operation": operation,
+                                     "input": "{{ sample.output_text }}",
+                                     "reference": "{{ item.answer }}"})
+    assert grade(grader, sample, ITEM).reward == score
+
+
+@pytest.mark.unit
+def test_text_similarity_metrics_give_their_libraries_scores() -> None:
+    assert similarity("fuzzy_match", "Paris", "Paris") == 1.0
+    assert similarity("fuzzy_match", "Pariss", "Paris") == pytest.approx(10 / 11)  # Indel
+    assert similarity("bleu", "the cat sat on the mat", "the cat sat on the mat") == 1.0
+    assert similarity("bleu", "a dog", "the cat sat on the mat") == 0.0
+    assert 0 < similarity("bleu", "the cat sat on a mat", "the cat sat on the mat") < 1
+    assert similarity("gleu", "the cat sat", "the cat sat") == 1.0
+    assert similarity("rouge_1", "the cat sat", "the cat sat down") == pytest.approx(6 / 7)
+    assert similarity("rouge_2", "the cat sat", "the cat sat down") == pytest.approx(0.8)
+    assert similarity("rouge_5", "the cat sat", "the cat sat down") == 0.0
+    assert similarity("rouge_l", "cat the sat", "the cat sat") == pytest.approx(2 / 3)
+    for metric in ("cosine", "meteor"):
+        with pytest.raises(ValueError, match="this server"):
+            check(GRADER.validate_python({"type": "text_similarity", "name": "t",
+                                          "input": "a", "reference": "b",
+                                          "evaluation_metric": metric}))
+
+
+@pytest.mark.unit
+def test_templates_read_the_item_and_the_samples_json() -> None:
+    grader = GRADER.validate_python({"type": "string_check", "name": "s", "operation": "eq",
+                                     "input": "{{ sample.output_json.city }}",
+                                     "reference": "{{ item.city.name }}"})
+    assert grade(grader, json.dumps({"city": "Paris"}), ITEM).reward == 1.0
+    missing = grade(grader, json.dumps({"city": "Paris"}), {"answer": "x"})
+    assert missing.reward == 0.0 and missing.errors["invalid_variable_error"]
+
+
+@pytest.mark.unit
+def test_multi_evaluates_its_formula_over_its_graders_never_with_eval() -> None:
+    grader = GRADER.validate_python({
+        "type": "multi", "name": "m", "calculate_output": "0.5 * exact + 0.5 * close ^ 2",
+        "graders": {
+            "exact": {"type": "string_check", "name": "exact", "operation": "eq",
+                      "input": "{{ sample.output_text }}", "reference": "{{ item.answer }}"},
+            "close": {"type": "text_similarity", "name": "close", "input":
+                      "{{ sample.output_text }}", "reference": "{{ item.answer }}",
+                      "evaluation_metric": "fuzzy_match"}}})
+    graded = grade(grader, "Pariss", ITEM)
+    assert graded.sub_rewards == {"exact": 0.0, "close": pytest.approx(10 / 11)}
+    assert graded.reward == pytest.approx(0.5 * (10 / 11) ** 2)
+    assert grade(grader, "Paris", ITEM).reward == 1.0
+    hostile = grader.model_copy(update={"calculate_output": "__import__('os').getpid()"})
+    with pytest.raises(ValueError, match="names no grader"):
+        check(hostile)
+    assert grade(hostile, "Paris", ITEM).errors["formula_parse_error"]
+
+
+@pytest.mark.unit
+def test_the_python_grader_scores_with_the_users_function() -> None:
+    source = "def grade(sample, item):\n    return sample['output_text'].count('a') / 4\n"
+    scores, _ = run_python(source, [{"sample": {"output_text": t}, "item": {}}
+                                    for t in ("aaaa", "ab", "b")])
+    assert [s.score for s in scores] == [1.0, 0.25, 0.0]
+
+
+HOSTILE = {
+    "reads /etc/passwd": "def grade(s, i):\n    return len(open('/etc/passwd').read())",
+    "reads the server's data": "import os\ndef grade(s, i):\n    return len(os.listdir(i['data']))",
+    "opens a socket": ("import socket\ndef grade(s, i):\n"
+                       "    socket.create_connection(('127.0.0.1', i['port']), timeout=2)\n"
+                       "    return 1"),
+    "forks without end": "import os\ndef grade(s, i):\n    while True:\n        os.fork()",
+    "allocates without end": ("def grade(s, i):\n    x = []\n    while True:\n"
+                              "        x.append(bytearray(10 ** 7))"),
+    "loops forever": "def grade(s, i):\n    while True:\n        pass",
+    "returns no number": "def grade(s, i):\n    return 'high'",
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("hostile", sorted(HOSTILE))
+def test_a_hostile_python_grader_scores_0_with_its_reason(hostile: str, tmp_path: Any) -> None:
+    import socket
+
+    (tmp_path / "secret").write_text("x")
+    with socket.socket() as listening:  # something to connect to, were it reachable
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        scores, _ = run_python(HOSTILE[hostile], [
+            {"sample": {"output_text": "a"}, "item": {"data": str(tmp_path), "port": port}}],
+            Limits(wall_s=2, memory_mb=512))
+    (score,) = scores
+    assert score.score == 0.0 and score.error, score
+    print(hostile, "→", score.error)
+
+
+@pytest.mark.unit
+def test_a_grader_printing_megabytes_keeps_a_kilobyte_of_it() -> None:
+    scores, output = run_python("def grade(s, i):\n    print('x' * 50_000_000)\n    return 1",
+                                [{"sample": {}, "item": {}}])
+    assert scores[0].score == 1.0 and 0 < len(output) <= 1024
+
+
+@pytest.mark.any_backend  # the graders are the subject, not the store
+def test_graders_run_and_validate_through_the_openai_sdk(sdk: openai.OpenAI) -> None:
+    fuzzy = {"type": "text_similarity", "name": "close", "input": "{{ sample.output_text }}",
+             "reference": "{{ item.answer }}", "evaluation_metric": "fuzzy_match"}
+    validated = sdk.fine_tuning.alpha.graders.validate(grader=fuzzy)  # type: ignore[arg-type]
+    assert validated.grader is not None
+    run = sdk.fine_tuning.alpha.graders.run(grader=fuzzy, model_sample="Pariss",  # type: ignore[arg-type]
+                                            item=ITEM)
+    assert run.reward == pytest.approx(10 / 11) == grade(GRADER.validate_python(fuzzy), "Pariss",
+                                                         ITEM).reward
+    assert run.metadata.name == "close" and not run.metadata.errors.other_error
+
+    python = {"type": "python", "name": "count",
+              "source": "def grade(sample, item):\n    return sample['output_text'].count('a')"}
+    assert sdk.fine_tuning.alpha.graders.run(grader=python, model_sample="banana",  # type: ignore[arg-type]
+                                             item={}).reward == 3.0
+    broken = sdk.fine_tuning.alpha.graders.run(  # type: ignore[arg-type]
+        grader={**python, "source": "def grade(sample, item):\n    return 1 / 0"},
+        model_sample="x", item={})
+    assert broken.reward == 0.0 and broken.metadata.errors.python_grader_runtime_error
+    assert "ZeroDivisionError" in (broken.metadata.errors.python_grader_runtime_error_details
+                                   or "")
+
+    for grader, param in [({**fuzzy, "evaluation_metric": "cosine"}, "grader.evaluation_metric"),
+                          ({**python, "source": "x = 1"}, "grader.source"),
+                          ({**fuzzy, "operation": "eq"}, "grader.text_similarity.operation"),
+                          ({"type": "multi", "name": "m", "calculate_output": "a + b",
+                            "graders": {"a": fuzzy}}, "grader.calculate_output")]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdk.fine_tuning.alpha.graders.validate(grader=grader)  # type: ignore[arg-type]
+        assert refused.value.param == param, (param, refused.value.message)
+
+
+@pytest.mark.any_backend
+def test_score_model_asks_a_model_of_the_account_through_the_servers_chat(
+        sdk: openai.OpenAI) -> None:
+    judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
+             "range": [0, 1], "input": [{"role": "user", "content":
+                                         "Score {{ sample.output_text }} against {{ item.answer }}"}],
+             "sampling_params": {"max_tokens": 4, "temperature": 0}}
+    run = sdk.fine_tuning.alpha.graders.run(grader=judge, model_sample="Paris",  # type: ignore[arg-type]
+                                            item=ITEM)
+    errors = run.metadata.errors
+    # The tiny model answers bytes, not a number: parsed as OpenAI does, or flagged so.
+    assert 0.0 <= run.reward <= 1.0
+    assert errors.model_grader_parse_error or not errors.model_grader_server_error, errors
+    missing = sdk.fine_tuning.alpha.graders.run(  # type: ignore[arg-type]
+        grader={**judge, "model": "nobody/nothing"}, model_sample="Paris", item=ITEM)
+    assert missing.reward == 0.0 and missing.metadata.errors.model_grader_server_error
