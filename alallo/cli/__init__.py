@@ -20,6 +20,7 @@ from alallo.cli._dashboard import dashboard
 from alallo.cli._db import db_app
 from alallo.cli._estimate import estimate
 from alallo.cli._files import files_app
+from alallo.cli._graders import graders_app
 from alallo.cli._job_metrics import metrics as _metrics  # noqa: F401  (adds "jobs metrics")
 from alallo.cli._job_pause import pause as _pause  # noqa: F401  (adds "jobs pause", "resume")
 from alallo.cli._jobs import jobs_app
@@ -39,6 +40,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(files_app, name="files")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(models_app, name="models")
+app.add_typer(graders_app, name="graders")
 app.add_typer(nodes_app, name="nodes")
 app.add_typer(db_app, name="db")
 app.command("trainers")(trainers)

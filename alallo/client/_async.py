@@ -24,6 +24,7 @@ from alallo.client._calls import (
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
+from alallo.client._graders import AsyncGraders
 from alallo.client._drivers import AsyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
@@ -31,7 +32,7 @@ from alallo.client._stream import StreamItem
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient:
+class AsyncClient(AsyncGraders):
     """A connection to one alallo server, on behalf of one account, for async code.
 
     The same methods as :class:`alallo.client.Client` (each documented

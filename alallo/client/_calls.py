@@ -34,6 +34,8 @@ from alallo.api import (
     FileList,
     FileObject,
     FineTuningJob,
+    GraderRun,
+    GraderValidated,
     Health,
     JobEvent,
     JobEventList,
@@ -298,6 +300,17 @@ class Calls:
 
     def account(self) -> Op[Account]:
         return self._json("GET", "/v1/account")
+
+    # -- graders -----------------------------------------------------------------
+
+    def validate_grader(self, grader: Mapping[str, Any]) -> Op[GraderValidated]:
+        return self._json("POST", "/v1/fine_tuning/alpha/graders/validate",
+                          json={"grader": grader})
+
+    def run_grader(self, grader: Mapping[str, Any], model_sample: str,
+                   item: Mapping[str, Any] | None) -> Op[GraderRun]:
+        return self._json("POST", "/v1/fine_tuning/alpha/graders/run", json={
+            "grader": grader, "model_sample": model_sample, "item": dict(item or {})})
 
     # -- operations --------------------------------------------------------------
 

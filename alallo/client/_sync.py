@@ -24,6 +24,7 @@ from alallo.client._calls import (
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
+from alallo.client._graders import SyncGraders
 from alallo.client._drivers import SyncDriver
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
@@ -31,7 +32,7 @@ from alallo.client._stream import StreamItem
 __all__ = ["Client"]
 
 
-class Client:
+class Client(SyncGraders):
     """A connection to one alallo server, on behalf of one account (blocking calls).
 
     Use it as a context manager, or call :meth:`close`::

@@ -34,7 +34,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -42,7 +41,7 @@ from typing import IO
 from alallo.trainers._fence import SUPERSEDED, current_run, superseded
 
 from ._env import scrubbed_environment
-from ._posix import die_with_parent, kill_group
+from ._posix import die_with_parent, stop_group, write_atomically
 
 __all__ = ["EXIT_STATUS", "FENCE_CHECK_S", "OUTPUT", "main"]
 
@@ -80,12 +79,12 @@ def main(argv: list[str]) -> int:
     def end(code: int) -> int:
         for _, copier in started:
             copier.join(timeout=10)
-        _write_atomically(cwd / EXIT_STATUS, str(code))
+        write_atomically(cwd / EXIT_STATUS, str(code))
         return code
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for trainer, _ in started:
-            _stop(trainer, grace_s)
+            stop_group(trainer, grace_s)
         sys.exit(end(128 + signum))
 
     # Before the trainer starts: a stop that comes at once stops it too (it dies with us).
@@ -99,7 +98,7 @@ def main(argv: list[str]) -> int:
     copier = threading.Thread(target=_copy, args=(trainer.stdout, cwd / OUTPUT), daemon=True)
     copier.start()
     started.append((trainer, copier))
-    _write_atomically(cwd / "trainer.pid", str(trainer.pid))  # never read half-written
+    write_atomically(cwd / "trainer.pid", str(trainer.pid))  # never read half-written
     while True:
         try:
             return end(trainer.wait(timeout=FENCE_CHECK_S))
@@ -108,7 +107,7 @@ def main(argv: list[str]) -> int:
         if superseded(fence, run_id):
             print(f"Run {run_id} was superseded by {current_run(fence)}: stopping it on "
                   "this node", flush=True)
-            _stop(trainer, grace_s)
+            stop_group(trainer, grace_s)
             return end(SUPERSEDED)
 
 
@@ -121,21 +120,6 @@ def _copy(source: IO[bytes], output: Path) -> None:
             out.flush()
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)
-
-
-def _stop(trainer: subprocess.Popen[bytes], grace_s: float) -> None:
-    kill_group(trainer.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while trainer.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    kill_group(trainer.pid, signal.SIGKILL)
-    trainer.wait()
 
 
 if __name__ == "__main__":

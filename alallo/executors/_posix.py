@@ -1,7 +1,7 @@
 """The few POSIX process calls the trainer's launchers share (:mod:`alallo.executors._local`
 runs a child, :mod:`alallo.executors._warm` starts the warm process, :mod:`alallo.executors._warm_process` forks
-trainers, the service launchers pick a port): die with the parent, take on a user, signal a
-process group, a free port.
+trainers, the Ray launchers stop their child and write their files): die with the parent, take
+on a user, signal or stop a process group, a free port, a file written at once.
 
 Standard library only: the warm process imports this before its trainer's libraries.
 """
@@ -13,8 +13,15 @@ import os
 import signal
 import socket
 import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["PR_SET_PDEATHSIG", "die_with_parent", "free_port", "kill_group", "take_on_user"]
+if TYPE_CHECKING:
+    import subprocess
+
+__all__ = ["PR_SET_PDEATHSIG", "die_with_parent", "free_port", "kill_group", "stop_group",
+           "take_on_user", "write_atomically"]
 
 PR_SET_PDEATHSIG = 1
 """``prctl`` option: the signal this process gets when its parent thread ends (Linux, prctl(2))."""
@@ -57,3 +64,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         probe.bind((host, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def stop_group(child: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop ``child``'s process group: SIGTERM, then SIGKILL after ``grace_s`` seconds;
+    return once it has ended."""
+    kill_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_group(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the whole text or none of it."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    partial.replace(path)

@@ -22,12 +22,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import FrameType
 
 from ._env import scrubbed_environment
-from ._posix import die_with_parent, free_port, kill_group
+from ._posix import die_with_parent, free_port, kill_group, stop_group, write_atomically
 
 __all__ = ["ADDRESS", "EXIT_STATUS", "main"]
 
@@ -56,8 +55,8 @@ def main(argv: list[str]) -> int:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for service in started:
-            _stop(service, grace_s)
-        _write_atomically(cwd / EXIT_STATUS, str(128 + signum))
+            stop_group(service, grace_s)
+        write_atomically(cwd / EXIT_STATUS, str(128 + signum))
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
@@ -68,26 +67,11 @@ def main(argv: list[str]) -> int:
             env=scrubbed_environment(env), stdin=subprocess.DEVNULL, stdout=output,
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     started.append(service)
-    _write_atomically(cwd / ADDRESS, f"{host}:{port}")
+    write_atomically(cwd / ADDRESS, f"{host}:{port}")
     code = service.wait()
     kill_group(service.pid, signal.SIGKILL)  # its children (vLLM's engine core)
-    _write_atomically(cwd / EXIT_STATUS, str(code))
+    write_atomically(cwd / EXIT_STATUS, str(code))
     return code
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)
-
-
-def _stop(service: subprocess.Popen[bytes], grace_s: float) -> None:
-    kill_group(service.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while service.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    kill_group(service.pid, signal.SIGKILL)
-    service.wait()
 
 
 if __name__ == "__main__":

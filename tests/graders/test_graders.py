@@ -182,3 +182,57 @@ def test_score_model_asks_a_model_of_the_account_through_the_servers_chat(
     missing = sdk.fine_tuning.alpha.graders.run(  # type: ignore[arg-type]
         grader={**judge, "model": "nobody/nothing"}, model_sample="Paris", item=ITEM)
     assert missing.reward == 0.0 and missing.metadata.errors.model_grader_server_error
+
+
+@pytest.mark.any_backend
+def test_the_cli_validates_and_runs_a_grader_file(live_server: LiveServer, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    def alallo(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"ALALLO_URL": live_server.url, "ALALLO_API_KEY": live_server.api_key,
+               "COLUMNS": "100", "PATH": "/usr/bin:/bin"}
+        return subprocess.run([sys.executable, "-m", "alallo", "graders", *args],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    grader = tmp_path / "grader.json"
+    grader.write_text(json.dumps({
+        "type": "multi", "name": "both", "calculate_output": "exact + close",
+        "graders": {"exact": {"type": "string_check", "name": "exact", "operation": "eq",
+                              "input": "{{ sample.output_text }}",
+                              "reference": "{{ item.answer }}"},
+                    "close": {"type": "python", "name": "close", "source":
+                              "def grade(sample, item):\n    return 1 / 0"}}}))
+    checked = alallo("validate", str(grader))
+    assert checked.returncode == 0 and "Valid: multi grader both" in checked.stdout, checked
+    ran = alallo("run", str(grader), "--sample", "Paris", "--item", json.dumps(ITEM))
+    assert ran.returncode == 0, ran.stderr
+    assert "Reward 1" in ran.stdout and "exact" in ran.stdout
+    assert "python_grader_runtime_error: ZeroDivisionError" in ran.stdout, ran.stdout
+    as_json = json.loads(alallo("run", str(grader), "--sample", "Rome", "--item",
+                                json.dumps(ITEM), "--json").stdout)
+    assert as_json["sub_rewards"] == {"exact": 0.0, "close": 0.0}
+
+    grader.write_text(json.dumps({"type": "python", "name": "p", "source": "x = 1"}))
+    refused = alallo("validate", str(grader))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "grader.source: it defines no function grade" in refused.stderr, refused.stderr
+    missing = alallo("run", str(tmp_path / "none.json"), "--sample", "x")
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+@pytest.mark.any_backend
+async def test_both_python_clients_run_a_grader(live_server: LiveServer) -> None:
+    from alallo.client import AsyncClient, Client
+
+    exact = {"type": "string_check", "name": "exact", "operation": "ilike",
+             "input": "{{ sample.output_text }}", "reference": "{{ item.answer }}"}
+    with Client(live_server.url, api_key=live_server.api_key) as client:
+        assert client.validate_grader(exact)["grader"]["operation"] == "ilike"
+        assert client.run_grader(exact, "in paris", ITEM)["reward"] == 1.0
+    async with AsyncClient(live_server.url, api_key=live_server.api_key) as aclient:
+        assert (await aclient.run_grader(exact, "in Rome", ITEM))["reward"] == 0.0
+        from alallo import InvalidRequest
+        with pytest.raises(InvalidRequest) as refused:
+            await aclient.validate_grader({**exact, "operation": "like_not"})
+        assert refused.value.param == "grader.string_check.operation"
