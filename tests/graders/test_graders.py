@@ -18,6 +18,24 @@ from alallo.trainers.graders import GRADER, Limits, check, grade, run_python, si
 ITEM = {"answer": "Paris", "city": {"name": "Paris"}}
 
 
+@pytest.fixture(scope="module")
+def sandbox_user(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, int] | None:
+    """The user the sandbox runs as: on a root machine the trainer user, opened to the
+    interpreter as a server's start opens it (so that these tests need no server first)."""
+    import trio
+
+    from alallo import Settings
+    from alallo.runtime._trainer_access import open_to_trainer_user, resolve_trainer_user
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("sandbox") / "data")
+    user = resolve_trainer_user(settings)
+    if user is None:
+        return None
+    settings.data_dir.mkdir(parents=True)
+    trio.run(open_to_trainer_user, settings, user)
+    return user.uid, user.gid
+
+
 @pytest.fixture
 def sdk(live_server: LiveServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=live_server.api_key,
@@ -87,30 +105,35 @@ def test_multi_evaluates_its_formula_over_its_graders_never_with_eval() -> None:
 
 
 @pytest.mark.unit
-def test_the_python_grader_scores_with_the_users_function() -> None:
+def test_the_python_grader_scores_with_the_users_function(
+        sandbox_user: tuple[int, int] | None) -> None:
     source = "def grade(sample, item):\n    return sample['output_text'].count('a') / 4\n"
     scores, _ = run_python(source, [{"sample": {"output_text": t}, "item": {}}
-                                    for t in ("aaaa", "ab", "b")])
+                                    for t in ("aaaa", "ab", "b")], user=sandbox_user)
     assert [s.score for s in scores] == [1.0, 0.25, 0.0]
 
 
-HOSTILE = {
-    "reads /etc/passwd": "def grade(s, i):\n    return len(open('/etc/passwd').read())",
-    "reads the server's data": "import os\ndef grade(s, i):\n    return len(os.listdir(i['data']))",
+HOSTILE = {  # the grader, and what its 0 must say (the sandbox stopped it, not a failed start)
+    "reads /etc/passwd": ("def grade(s, i):\n    return len(open('/etc/passwd').read())",
+                          ("PermissionError",)),
+    "reads the server's data": ("import os\ndef grade(s, i):\n"
+                                "    return len(os.listdir(i['data']))", ("PermissionError",)),
     "opens a socket": ("import socket\ndef grade(s, i):\n"
                        "    socket.create_connection(('127.0.0.1', i['port']), timeout=2)\n"
-                       "    return 1"),
-    "forks without end": "import os\ndef grade(s, i):\n    while True:\n        os.fork()",
+                       "    return 1", ("PermissionError", "unreachable")),
+    "forks without end": ("import os\ndef grade(s, i):\n    while True:\n        os.fork()",
+                          ("BlockingIOError",)),
     "allocates without end": ("def grade(s, i):\n    x = []\n    while True:\n"
-                              "        x.append(bytearray(10 ** 7))"),
-    "loops forever": "def grade(s, i):\n    while True:\n        pass",
-    "returns no number": "def grade(s, i):\n    return 'high'",
+                              "        x.append(bytearray(10 ** 7))", ("out of memory",)),
+    "loops forever": ("def grade(s, i):\n    while True:\n        pass", ("did not return",)),
+    "returns no number": ("def grade(s, i):\n    return 'high'", ("not a finite number",)),
 }
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize("hostile", sorted(HOSTILE))
-def test_a_hostile_python_grader_scores_0_with_its_reason(hostile: str, tmp_path: Any) -> None:
+def test_a_hostile_python_grader_scores_0_with_its_reason(
+        hostile: str, tmp_path: Any, sandbox_user: tuple[int, int] | None) -> None:
     import socket
 
     (tmp_path / "secret").write_text("x")
@@ -118,18 +141,22 @@ def test_a_hostile_python_grader_scores_0_with_its_reason(hostile: str, tmp_path
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         port = listening.getsockname()[1]
-        scores, _ = run_python(HOSTILE[hostile], [
+        source, reasons = HOSTILE[hostile]
+        scores, _ = run_python(source, [
             {"sample": {"output_text": "a"}, "item": {"data": str(tmp_path), "port": port}}],
-            Limits(wall_s=2, memory_mb=512))
+            Limits(wall_s=2, memory_mb=512), user=sandbox_user)
     (score,) = scores
-    assert score.score == 0.0 and score.error, score
-    print(hostile, "→", score.error)
+    assert score.score == 0.0 and any(r in (score.error or "") for r in reasons), score
+    again, _ = run_python("def grade(s, i):\n    return 1", [{"sample": {}, "item": {}}],
+                          user=sandbox_user)
+    assert again[0].score == 1.0, "the next grader is graded"
 
 
 @pytest.mark.unit
-def test_a_grader_printing_megabytes_keeps_a_kilobyte_of_it() -> None:
+def test_a_grader_printing_megabytes_keeps_a_kilobyte_of_it(
+        sandbox_user: tuple[int, int] | None) -> None:
     scores, output = run_python("def grade(s, i):\n    print('x' * 50_000_000)\n    return 1",
-                                [{"sample": {}, "item": {}}])
+                                [{"sample": {}, "item": {}}], user=sandbox_user)
     assert scores[0].score == 1.0 and 0 < len(output) <= 1024
 
 
