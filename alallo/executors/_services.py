@@ -12,6 +12,7 @@ PATH`` or ``--host HOST --port PORT`` (a port free there).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -25,6 +26,8 @@ from ._posix import kill_group
 
 __all__ = ["LocalService", "LocalServices", "Service", "ServiceLaunch", "Services"]
 
+_PREFIX = "alallo-services-"
+"""The socket folders' names: ``alallo-services-<server pid>-<random>``, in the temp folder."""
 OUTPUT = "service.log"
 """A service's output (stdout and stderr), in its folder."""
 
@@ -133,7 +136,7 @@ class LocalServices:
     async def start(self, launch: ServiceLaunch) -> LocalService:
         launch.cwd.mkdir(parents=True, exist_ok=True)
         if self._sockets is None:  # short (a socket's path is at most 107 bytes), private
-            self._sockets = Path(tempfile.mkdtemp(prefix="alallo-services-"))
+            self._sockets = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         uds = self._sockets / f"{launch.name}.sock"
         uds.unlink(missing_ok=True)
         command = [*launch.command, "--uds", str(uds)]
@@ -148,5 +151,11 @@ class LocalServices:
             shutil.rmtree(self._sockets, ignore_errors=True)
 
     async def reap_stale(self) -> None:
-        """Nothing to do here: a local service dies with its server (its engine's own
-        children are the engines' business: :func:`alallo.serving._vllm_process.reap_stale`)."""
+        """Remove the socket folders of servers that are gone (a server killed with SIGKILL
+        leaves its folder; its services died with it, and their own children are the
+        engines' business: :func:`alallo.serving._vllm_process.reap_stale`)."""
+        for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
+            owner = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists() \
+                    and folder.stat().st_uid == os.getuid():
+                shutil.rmtree(folder, ignore_errors=True)

@@ -210,7 +210,7 @@ class Completions:
             "stop": request.stops, "seed": request.seed, "logit_bias": request.logit_bias,
             "presence_penalty": request.presence_penalty,
             "frequency_penalty": request.frequency_penalty, "n": request.n,
-            "logprobs": (request.top_logprobs or 0 if request.logprobs else None)
+            "logprobs": ((request.top_logprobs or 0) if request.logprobs else None)
             if isinstance(request, ChatRequest) else request.logprobs}
         if isinstance(request, ChatRequest):
             job["messages"] = [m.as_template_input() for m in request.messages]

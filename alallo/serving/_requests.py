@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema
+from pydantic import field_validator
 
 from .._errors import InvalidRequest
 from ._openai_params import ChatOptions, TextOptions
@@ -155,6 +156,13 @@ class ChatRequest(ChatOptions, _Sampling):
     {"name": ...}}`` (checked by :meth:`_one_tool_choice`)."""
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _with_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value and not info.data.get("logprobs"):  # OpenAI's rule
+            raise ValueError("top_logprobs needs logprobs: true")
+        return value
 
     @field_validator("tool_choice")
     @classmethod

@@ -5,10 +5,10 @@ as vLLM implements them).
 :class:`VllmEngines` starts ``python -m vllm.entrypoints.openai.api_server`` from vLLM's own
 environment (:mod:`alallo.serving._vllm_env`) the first time a request needs a model: for a
 base model and all its LoRA models (``--enable-lora``), or for a fully fine-tuned model of its
-own. The process gets a scrubbed environment, an API key of its own, a port, its folder in
-``data_dir/inference``, and its own session: a child of the server on 127.0.0.1, which dies
-with it, or a Ray job on the node the scheduler placed it on, listening on that node's
-address (:class:`~alallo.executors.Services`). Adapters are loaded at
+own. The process gets a scrubbed environment, an API key of its own, its folder in
+``data_dir/inference``, and its own session: a child of the server listening on a Unix socket
+only the server's user may reach, which dies with it, or a Ray job on the node the scheduler
+placed it on, listening on that node's address (:class:`~alallo.executors.Services`). Adapters are loaded at
 run time as requests name them (``/v1/load_lora_adapter``, vLLM PR #6566) under the model id
 the user asked for, so vLLM's answers already carry it; past ``serving_max_adapters`` the
 adapter used longest ago is unloaded. vLLM batches the requests of every adapter of its base

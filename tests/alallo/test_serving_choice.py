@@ -4,6 +4,7 @@ files and the request, no engine started."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -115,3 +116,22 @@ def test_engines_a_killed_server_left_behind_are_reaped_and_nothing_else(tmp_pat
         other.kill()
         engine.wait()
         other.wait()
+
+
+def test_the_socket_folders_of_servers_that_are_gone_are_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    import trio
+
+    from alallo.executors import LocalServices
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / f"alallo-services-{gone.pid}-x").mkdir()  # its server was killed
+    (tmp_path / f"alallo-services-{os.getpid()}-y").mkdir()  # a server still running
+    (tmp_path / "alallo-services-z").mkdir()  # not one of ours
+    trio.run(LocalServices().reap_stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"alallo-services-{os.getpid()}-y", "alallo-services-z"]

@@ -107,6 +107,7 @@ def test_text_completion_and_a_stop_sequence(sdk: openai.OpenAI,
     ({"model": "/etc", "messages": CHAT}, 404, "model"),  # a path on the server is no model
     ({"model": TINY, "messages": CHAT, "max_tokens": 100_000}, 400, "max_tokens"),
     ({"model": TINY, "messages": CHAT, "n": 0}, 400, "n"),
+    ({"model": TINY, "messages": CHAT, "top_logprobs": 2}, 400, "top_logprobs"),
     ({"model": TINY, "messages": []}, 400, "messages"),
     ({"model": TINY, "messages": [{"role": "bot", "content": "x"}]}, 400, "messages.0.role"),
     ({"model": TINY, "messages": CHAT, "temperature": 3}, 400, "temperature"),
