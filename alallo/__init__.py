@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from .api import CheckpointMetrics as CheckpointMetrics
     from .api import CheckpointPermission as CheckpointPermission
     from .api import CheckpointPermissionDeleted as CheckpointPermissionDeleted
+    from .api import GraderRun as GraderRun
+    from .api import GraderRunErrors as GraderRunErrors
+    from .api import GraderRunMetadata as GraderRunMetadata
+    from .api import GraderValidated as GraderValidated
     from .api import CheckpointPermissionList as CheckpointPermissionList
     from .api import ChunkDelta as ChunkDelta
     from .api import DashboardLink as DashboardLink
@@ -127,6 +131,10 @@ _ORIGINS = {
     "CheckpointMetrics": ".api",
     "CheckpointPermission": ".api",
     "CheckpointPermissionDeleted": ".api",
+    "GraderRun": ".api",
+    "GraderRunErrors": ".api",
+    "GraderRunMetadata": ".api",
+    "GraderValidated": ".api",
     "CheckpointPermissionList": ".api",
     "ChunkDelta": ".api",
     "Client": ".client",
@@ -208,6 +216,10 @@ __all__ = [
     "CheckpointMetrics",
     "CheckpointPermission",
     "CheckpointPermissionDeleted",
+    "GraderRun",
+    "GraderRunErrors",
+    "GraderRunMetadata",
+    "GraderValidated",
     "CheckpointPermissionList",
     "ChunkDelta",
     "Client",

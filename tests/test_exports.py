@@ -53,9 +53,10 @@ def test_alallo_never_imports_gateway_except_the_serve_command() -> None:
 
 def test_trainers_stay_light() -> None:
     """The trainer package's protocol must not pull in torch (the simulator starts fast);
-    trl.py and its parts (``_trl_*.py``, imported by trl.py only) are torch's home."""
+    trl.py and its parts (``_trl_*.py``, imported by trl.py only), and generate.py's
+    (``_generate_*.py``) are torch's home."""
     for path in (REPO / "alallo" / "trainers").glob("_*.py"):
-        if path.name == "_data.py" or path.name.startswith("_trl_"):
+        if path.name == "_data.py" or path.name.startswith(("_trl_", "_generate_")):
             continue
         assert "torch" not in imported_packages("alallo/trainers").get(path, set()), path
 

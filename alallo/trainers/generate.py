@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ._env import QUIET_ENV
-from ._logits import Logprobs, Penalties, token_text
+from ._generate_logits import Logprobs, Penalties, token_text
 
 __all__ = ["main", "safe_end"]
 

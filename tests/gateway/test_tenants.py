@@ -151,6 +151,10 @@ ISOLATION: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/fine_tuning/checkpoints/{checkpoint}/permissions/{permission_id}"): BY_ID,
     ("GET", "/v1/models/{model_id}/content"): BY_ID,
     ("GET", "/v1/trainers"): PUBLIC,
+    ("POST", "/v1/fine_tuning/alpha/graders/validate"): PUBLIC,  # reads the body only
+    # A score_model grader asks its model through the caller's chat completions: another
+    # account's model fails it as an unknown one does (test_another_accounts_model_...).
+    ("POST", "/v1/fine_tuning/alpha/graders/run"): BODY_REF,
     ("GET", "/v1/account"): OWN_ACCOUNT,
     ("POST", "/v1/dashboard/links"): OWN_ONLY,
     ("GET", "/v1/capacity"): OWN_ONLY,

@@ -1,6 +1,7 @@
-"""What the transformers worker (:mod:`alallo.trainers.generate`) does to each step's logits and
-with its tokens: OpenAI's ``logit_bias`` and penalties, log-probabilities, and a token's text
-and bytes as OpenAI shows them."""
+"""What the transformers worker (:mod:`alallo.trainers.generate`, which alone imports this:
+torch's home, as ``_trl_*`` are trl.py's) does to each step's logits and with its tokens:
+OpenAI's ``logit_bias`` and penalties, log-probabilities, and a token's text and bytes as
+OpenAI shows them."""
 
 from __future__ import annotations
 
