@@ -186,6 +186,7 @@ def test_logit_bias_and_the_penalties_are_openais_on_transformers(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    sdk.completions.create(model=TINY, prompt="Hello", max_tokens=1)  # its files, built
     directory = live_server.data_dir / "models" / "alallo--tiny-gpt2"
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForCausalLM.from_pretrained(directory)
@@ -229,6 +230,7 @@ def test_n_choices_and_logprobs_on_transformers(sdk: openai.OpenAI,
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    sdk.completions.create(model=TINY, prompt="Hello", max_tokens=1)  # its files, built
     text, _, completion_tokens = reference(live_server, prompt="Hello", max_tokens=6)
     directory = live_server.data_dir / "models" / "alallo--tiny-gpt2"
     tokenizer = AutoTokenizer.from_pretrained(directory)
