@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema
 from pydantic import field_validator
+from pydantic_core import PydanticCustomError
 
 from .._errors import InvalidRequest
 from ._openai_params import ChatOptions, TextOptions
@@ -161,7 +162,7 @@ class ChatRequest(ChatOptions, _Sampling):
     @classmethod
     def _with_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value and not info.data.get("logprobs"):  # OpenAI's rule
-            raise ValueError("top_logprobs needs logprobs: true")
+            raise PydanticCustomError("logprobs_needed", "top_logprobs needs logprobs: true")
         return value
 
     @field_validator("tool_choice")

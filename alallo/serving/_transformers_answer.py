@@ -211,8 +211,8 @@ class TransformersAnswer:
                 offset, pending = offset + len(text), b""
         return {"tokens": [t["token"] for t in tokens],
                 "token_logprobs": [t["logprob"] for t in tokens],
-                "top_logprobs": [{top["token"]: top["logprob"] for top in t["top_logprobs"]}
-                                 for t in tokens],
+                "top_logprobs": [{**{top["token"]: top["logprob"] for top in t["top_logprobs"]},
+                                  t["token"]: t["logprob"]} for t in tokens],  # the chosen too
                 "text_offset": starts}
 
     def _reason(self, index: int) -> str:

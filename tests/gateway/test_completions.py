@@ -251,8 +251,14 @@ def test_n_choices_and_logprobs_on_transformers(sdk: openai.OpenAI,
     logprobs = answer.choices[1].logprobs
     assert logprobs is not None and len(logprobs.tokens or []) == len(expected)
     assert logprobs.token_logprobs == pytest.approx(expected, abs=1e-4)
-    assert all(len(top) <= 2 and max(top.values()) == pytest.approx(lp, abs=1e-4)
+    assert all(len(top) <= 3 and max(top.values()) == pytest.approx(lp, abs=1e-4)
                for top, lp in zip(logprobs.top_logprobs or [], expected, strict=True))
+    sampled = sdk.completions.create(model=TINY, prompt="Hello", max_tokens=6, seed=3,
+                                     temperature=1.5, logprobs=1).choices[0].logprobs
+    assert sampled is not None and all(  # the chosen token is among them, as OpenAI's
+        top[token] == lp for token, lp, top in zip(sampled.tokens or [], sampled.token_logprobs
+                                                   or [], sampled.top_logprobs or [],
+                                                   strict=True))
     offsets = logprobs.text_offset or []
     assert offsets[0] == 0 and offsets == sorted(offsets) and offsets[-1] < len(text)
 

@@ -98,6 +98,11 @@ def test_multi_evaluates_its_formula_over_its_graders_never_with_eval() -> None:
     assert graded.sub_rewards == {"exact": 0.0, "close": pytest.approx(10 / 11)}
     assert graded.reward == pytest.approx(0.5 * (10 / 11) ** 2)
     assert grade(grader, "Paris", ITEM).reward == 1.0
+    alone = GRADER.validate_python({  # the openai package's type: one grader, by its name
+        "type": "multi", "name": "m", "calculate_output": "exact * 2",
+        "graders": {"type": "string_check", "name": "exact", "operation": "eq",
+                    "input": "{{ sample.output_text }}", "reference": "{{ item.answer }}"}})
+    assert grade(alone, "Paris", ITEM).reward == 2.0
     hostile = grader.model_copy(update={"calculate_output": "__import__('os').getpid()"})
     with pytest.raises(ValueError, match="names no grader"):
         check(hostile)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 __all__ = ["GRADER", "Grader", "GraderRunRequest", "GraderValidateRequest", "MultiGrader", "PythonGrader", "ScoreModelGrader",
            "StringCheckGrader", "SubGrader", "TextSimilarityGrader"]
@@ -78,7 +78,16 @@ class MultiGrader(BaseModel):
     type: Literal["multi"]
     name: str
     graders: dict[str, SubGrader] = Field(min_length=1)
+    """Sub-graders by the name the formula calls them (OpenAI's guide); one grader alone (the
+    ``openai`` package's type) is taken under its own ``name``."""
     calculate_output: str = Field(min_length=1, max_length=2000)
+
+    @field_validator("graders", mode="before")
+    @classmethod
+    def _one_grader_alone(cls, value: Any) -> Any:
+        if isinstance(value, dict) and isinstance(value.get("type"), str):
+            return {str(value.get("name") or value["type"]): value}
+        return value
 
 
 Grader = Annotated[StringCheckGrader | TextSimilarityGrader | PythonGrader | ScoreModelGrader
