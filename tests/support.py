@@ -7,6 +7,7 @@ import inspect
 import io
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -126,9 +127,20 @@ class LiveServer:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now on 127.0.0.1, below the kernel's ephemeral range: the ports it hands
+    out for ``bind(0)`` are those outgoing connections take theirs from, and one took a
+    server's port between this probe and the server's bind (seen once in the suite:
+    "Address already in use" at a restart)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(1000):
+        port = random.randrange(10_000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between 10000 and {low}")
 
 
 def server_env(data_dir: Path, **env: str) -> dict[str, str]:
