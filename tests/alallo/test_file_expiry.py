@@ -37,12 +37,13 @@ async def test_an_expired_file_is_deleted_but_kept_for_the_job_that_trains_on_it
     async with Runtime(settings) as rt:
         account = await rt.authenticate(rt.api_key)
         kept = await rt.upload_file(account, "kept.jsonl", data)
-        used = await rt.files.upload(account, "used.jsonl", data, expires_after_s=1)
-        unused = await rt.files.upload(account, "unused.jsonl", data, expires_after_s=1)
-        assert used.expires_at == used.created_at + 1
         # The one slot is taken: the job on the expiring file waits for it, not started.
         blocker = await rt.create_job(account, simulated(kept.id, 100_000, 0.05))
+        # Whole seconds (created_at is truncated): 3 leaves the job at least 2 s to be created.
+        used = await rt.files.upload(account, "used.jsonl", data, expires_after_s=3)
         waiting = await rt.create_job(account, simulated(used.id, 4, 0.0))
+        unused = await rt.files.upload(account, "unused.jsonl", data, expires_after_s=3)
+        assert used.expires_at == used.created_at + 3
 
         sweep = await sweep_that(rt, lambda s: unused.id in s.deleted)
         assert used.id in sweep.kept  # expired no later than `unused`, and a job needs it
