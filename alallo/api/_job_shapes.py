@@ -202,7 +202,8 @@ class JobEvent(TypedDict):
     ``train_mean_token_accuracy``, ``valid_loss``, ``valid_mean_token_accuracy``,
     ``full_valid_loss``, ``full_valid_mean_token_accuracy`` (those measured), alallo's
     ``epoch``, ``learning_rate``, ``grad_norm``, ``tokens_per_s``, ``reward_accuracy``,
-    ``reward_margin`` where the trainer reported them."""
+    ``reward_margin``, reinforcement's ``reward``, ``reward_std``, ``valid_reward`` and
+    ``scores`` (each grader's, by name) where the trainer reported them."""
     alallo_type: str | None
     """alallo's kind of a ``message`` event: ``JOB_PENDING``, ``CHECKPOINT_SAVE``,
     ``JOB_COMPLETE``... (the seeds' event list; more may come); None on ``metrics`` events."""
@@ -257,6 +258,14 @@ class JobMetrics(TypedDict):
     reward_accuracy: float | None
     """DPO: how often the preferred answer scores above the other."""
     reward_margin: float | None
+    reward: float | None
+    """Reinforcement: the grader's mean score of the step's answers."""
+    reward_std: float | None
+    """Reinforcement: their standard deviation."""
+    valid_reward: float | None
+    """Reinforcement: the grader's mean score of answers to the validation prompts."""
+    scores: dict[str, float] | None
+    """Reinforcement: each grader's mean score by name (``valid.<name>`` on validation)."""
 
 
 class MetricsReport(TypedDict):
@@ -278,6 +287,10 @@ class MetricsReport(TypedDict):
     full_valid_mean_token_accuracy: NotRequired[float | None]
     reward_accuracy: NotRequired[float | None]
     reward_margin: NotRequired[float | None]
+    reward: NotRequired[float | None]
+    reward_std: NotRequired[float | None]
+    valid_reward: NotRequired[float | None]
+    scores: NotRequired[dict[str, float]]
 
 
 class MetricsList(TypedDict):

@@ -2,7 +2,7 @@
 as TypedDicts; see :mod:`alallo.api._shapes`."""
 
 # No ``from __future__ import annotations`` (PEP 655; see ``_shapes``).
-from typing import Literal, NotRequired
+from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -25,24 +25,37 @@ class MethodHyperparameters(TypedDict):
     or that of the ``learning_rate`` given."""
     beta: NotRequired[float]
     """DPO only: the KL penalty's weight."""
+    compute_multiplier: NotRequired[float]
+    """Reinforcement only: answers sampled per prompt in a step are 4 × this (at least 2)."""
+    eval_interval: NotRequired[int]
+    """Reinforcement only: steps between evaluations on the validation prompts."""
+    eval_samples: NotRequired[int]
+    """Reinforcement only: answers sampled per validation prompt."""
+    reasoning_effort: NotRequired[Literal["default"]]
+    """Reinforcement only: the models here answer without reasoning first."""
 
 
 class JobMethodSettings(TypedDict):
-    """What ``method.supervised`` (or ``method.dpo``) holds."""
+    """What ``method.supervised`` (or ``method.dpo``, ``method.reinforcement``) holds."""
 
     hyperparameters: MethodHyperparameters
+    grader: NotRequired[dict[str, Any]]
+    """Reinforcement only: OpenAI's grader, as given."""
 
 
 class JobMethod(TypedDict):
     """A job's ``method``, OpenAI's object: ``{"type": KIND, KIND: {"hyperparameters":
     {...}}}``, with only the key of its type."""
 
-    type: Literal["supervised", "dpo"]
-    """``supervised`` (SFT) or ``dpo`` (preference pairs)."""
+    type: Literal["supervised", "dpo", "reinforcement"]
+    """``supervised`` (SFT), ``dpo`` (preference pairs) or ``reinforcement`` (prompts and
+    a grader)."""
     supervised: NotRequired[JobMethodSettings]
     """A ``supervised`` job's settings."""
     dpo: NotRequired[JobMethodSettings]
     """A ``dpo`` job's settings."""
+    reinforcement: NotRequired[JobMethodSettings]
+    """A ``reinforcement`` job's settings."""
 
 
 document(MethodHyperparameters, JobMethodSettings, JobMethod)

@@ -82,7 +82,7 @@ class FileObject(TypedDict):
     line_count: int
     """Examples (JSONL lines) in the file; rows of a metrics CSV."""
     format: Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected",
-                    "csv"]
+                    "reinforcement", "csv"]
     status: Literal["processed", "error"]
     status_details: str | None
     expires_at: int | None

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..jobs import CHECKPOINT_EVERY, DeviceType, JobSpec, Plan, SimulatedTrainer
+from ..jobs import (
+    CHECKPOINT_EVERY,
+    DEFAULT_COMPLETION_TOKENS,
+    DeviceType,
+    JobSpec,
+    Plan,
+    SimulatedTrainer,
+    group_size,
+)
 from ._catalogue import TINY_MODELS, CatalogueModel
 from ._pool import Pool
 
@@ -67,6 +75,14 @@ EVAL_SHARE_LORA = 0.5
 parameter a token) of the 4 (no weight gradients but the adapter's)."""
 EVAL_SHARE_FULL = 1 / 3
 """The same over a full fine-tuning step's 6 FLOPs a parameter a token (Kaplan et al. 2020)."""
+GENERATION_FLOPS = 2
+"""Reinforcement: FLOPs a parameter a token of sampling the answers (a forward pass), on top
+of training on them (GRPO, Shao et al. 2024: sample a group per prompt, then one update)."""
+DECODE_TOKEN_S = {"cpu": 0.004}
+"""Reinforcement: seconds per sampled token of a step's answers (all answers of the step
+decoded together, one token each per forward pass: latency, not FLOPs, bounds it): measured
+on the tiny model, TRL 1.16's ``GRPOTrainer`` with transformers' ``generate``."""
+GPU_DECODE_TOKEN_S = 0.02
 LOAD_GB_PER_S = 1.0
 """Reading weights into device memory."""
 CPU_QUANTIZE_GB_PER_S = 0.05
@@ -218,6 +234,13 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     # The trainer cuts each sequence at the model's context (TrainerConfig.max_seq_length).
     tokens = batch * min(tokens_per_example, model.context_length)
     flops = (6 if spec.adapter == "full" else 4) * model.parameters * tokens
+    if spec.method == "reinforcement":  # a group of answers per prompt, sampled, then trained
+        hp = spec.hyperparameters
+        answer = hp.max_completion_tokens or DEFAULT_COMPLETION_TOKENS
+        group = group_size(hp.compute_multiplier or 1.0)
+        tokens = batch * group * min(tokens_per_example + answer, model.context_length)
+        flops = ((6 if spec.adapter == "full" else 4) + GENERATION_FLOPS) \
+            * model.parameters * tokens
     if spec.precision == "4-bit":
         flops *= 1.3  # dequantizing the NF4 weights on every matmul (QLoRA paper, 4.1)
     rate = devices * device.peak_tflops * 1e12 * device.efficiency
@@ -226,6 +249,9 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     if spec.method == "dpo":
         flops *= DPO_COMPUTE_FACTOR
         overhead *= DPO_OVERHEAD_FACTOR
+    if spec.method == "reinforcement":
+        overhead += (spec.hyperparameters.max_completion_tokens or DEFAULT_COMPLETION_TOKENS) \
+            * DECODE_TOKEN_S.get(device.name, GPU_DECODE_TOKEN_S)
     step_s = flops / rate * scaling + overhead
     # 4-bit reads the 16-bit checkpoint and quantizes it as it loads.
     weights_gb = model.parameters * weight_bytes("16-bit") / GB
@@ -247,16 +273,22 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
 
 
 def _with_evaluation(plan: Plan, spec: JobSpec, max_steps: int, examples: int) -> Plan:
-    """The plan with its evaluations' time: every ``eval_steps`` and at the last step, the
-    whole validation file, in batches of the job's size, each a forward pass only."""
+    """The plan with its evaluations' time: every ``eval_steps`` (reinforcement:
+    ``eval_interval``) and at the last step, the whole validation file, in batches of the
+    job's size, each a forward pass only (reinforcement: sampling ``eval_samples`` answers
+    a prompt)."""
     if not examples or not spec.validation_file:
         return plan
-    every = spec.hyperparameters.eval_steps or CHECKPOINT_EVERY
+    hp = spec.hyperparameters
+    every = hp.eval_steps or hp.eval_interval or CHECKPOINT_EVERY
     evaluations = -(-max_steps // every)
-    batches = -(-examples // (spec.hyperparameters.batch_size or 4))
+    batches = -(-examples // (hp.batch_size or 4))
     overhead = STEP_OVERHEAD_S.get(plan.device_type, GPU_STEP_OVERHEAD_S)
     forward_s = (plan.step_time_s - overhead) * (EVAL_SHARE_FULL if spec.adapter == "full"
                                                  else EVAL_SHARE_LORA) + overhead
+    if spec.method == "reinforcement":  # sampling eval_samples answers a prompt, no update
+        forward_s = plan.step_time_s * (hp.eval_samples or 1) \
+            / group_size(hp.compute_multiplier or 1.0)
     return plan.model_copy(update={"eval_s": evaluations * batches * forward_s})
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._estimate import estimate_time as estimate_time
     from ._job import CHECKPOINT_EVERY as CHECKPOINT_EVERY
     from ._job import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE
+    from ._job import DEFAULT_COMPLETION_TOKENS as DEFAULT_COMPLETION_TOKENS
     from ._job import DPO_BETA as DPO_BETA
     from ._job import Event as Event
     from ._job import Job as Job
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ._job import Progress as Progress
     from ._job import SavedCheckpoint as SavedCheckpoint
     from ._job import StartingWeights as StartingWeights
+    from ._job import group_size as group_size
     from ._metadata import METADATA_MAX_KEY_CHARS as METADATA_MAX_KEY_CHARS
     from ._metadata import METADATA_MAX_KEYS as METADATA_MAX_KEYS
     from ._metadata import METADATA_MAX_VALUE_CHARS as METADATA_MAX_VALUE_CHARS
@@ -67,6 +69,8 @@ if TYPE_CHECKING:
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "CHECKPOINT_EVERY": ("._job", "CHECKPOINT_EVERY"),
     "DEFAULT_BATCH_SIZE": ("._job", "DEFAULT_BATCH_SIZE"),
+    "DEFAULT_COMPLETION_TOKENS": ("._job", "DEFAULT_COMPLETION_TOKENS"),
+    "group_size": ("._job", "group_size"),
     "DPO_BETA": ("._job", "DPO_BETA"),
     "CommandTrainer": ("._spec", "CommandTrainer"),
     "DEVICE_TYPES": ("._plan", "DEVICE_TYPES"),
@@ -105,14 +109,14 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 """Each public name: the module it comes from, and its name there (None: the module)."""
 
 
-__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH_SIZE", "DEVICE_TYPES", "DPO_BETA", "FAILURE_SWITCHES", "PREFERENCE_FORMATS",
+__all__ = ["CHECKPOINT_EVERY", "DEFAULT_BATCH_SIZE", "DEFAULT_COMPLETION_TOKENS", "DEVICE_TYPES", "DPO_BETA", "FAILURE_SWITCHES", "PREFERENCE_FORMATS",
            "METADATA_MAX_KEYS", "METADATA_MAX_KEY_CHARS", "METADATA_MAX_VALUE_CHARS",
            "PRICE_DIGITS",
            "CommandTrainer", "DeviceType",
            "EarlyStopping", "Event", "Job", "JobError", "JobSpec", "LedgerEntry", "LogLine",
            "MetricsPoint", "NamedTrainer", "Plan", "Progress", "SavedCheckpoint",
            "SimulatedTrainer", "StartingWeights", "TimeRange", "billing_limit_detail",
-           "check_jsonl", "check_metadata", "estimate_price", "estimate_time", "lifecycle", "metrics_csv",
+           "check_jsonl", "check_metadata", "estimate_price", "estimate_time", "group_size", "lifecycle", "metrics_csv",
            "series", "time_left"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 __all__ = ["LORA_ONLY", "MAX_BATCH_SIZE", "MAX_EPOCHS", "MAX_LORA_RANK", "REQUEST",
-           "Hyperparameters"]
+           "REINFORCEMENT_ONLY", "Hyperparameters"]
 
 REQUEST = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 """How each model of a job spec checks what it is sent: unknown fields refused, no
@@ -29,6 +29,11 @@ MAX_BATCH_SIZE = 1024
 MAX_LORA_RANK = 1024
 LORA_ONLY = ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
 """The hyperparameters of a LoRA adapter: refused for full fine-tuning."""
+REINFORCEMENT_ONLY = ("compute_multiplier", "eval_interval", "eval_samples", "reasoning_effort",
+                      "max_completion_tokens")
+"""The hyperparameters of reinforcement fine-tuning (OpenAI's
+``ReinforcementHyperparameters``, and alallo's ``max_completion_tokens``): refused for the
+other methods."""
 
 
 def _schema_as_checked(schema: dict[str, Any]) -> None:
@@ -90,6 +95,22 @@ class Hyperparameters(BaseModel):
     beta: float | None = Field(default=None, gt=0, le=10)
     """DPO only: how far the trained model may move from the reference model (the KL
     penalty's weight, Rafailov et al. 2023); default 0.1, as TRL's."""
+    compute_multiplier: float | None = Field(default=None, ge=0.5, le=8)
+    """Reinforcement only (OpenAI's): how much exploring each prompt gets: the answers
+    sampled per prompt in a step (GRPO's group, Shao et al. 2024) are 4 × this, rounded,
+    at least 2; default 1."""
+    eval_interval: int | None = Field(default=None, ge=1, le=100_000)
+    """Reinforcement only (OpenAI's): with a ``validation_file``, grade answers to its
+    prompts every this many steps (and at the last); default: at every checkpoint."""
+    eval_samples: int | None = Field(default=None, ge=1, le=16)
+    """Reinforcement only (OpenAI's): answers sampled per validation prompt at each
+    evaluation; default 1."""
+    reasoning_effort: Literal["default", "low", "medium", "high"] | None = None
+    """Reinforcement only (OpenAI's): for reasoning models. The models here do not reason
+    before answering, so only ``"default"`` (or ``"auto"``) is taken."""
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    """Reinforcement only: the longest answer sampled, in tokens (cut to what the model's
+    context leaves after the longest prompt); default 128."""
 
     @field_validator("learning_rate_multiplier")
     @classmethod

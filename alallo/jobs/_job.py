@@ -59,6 +59,16 @@ DEFAULT_EPOCHS = 3
 DEFAULT_BATCH_SIZE = 4
 """Examples per step when the job names no ``batch_size``."""
 
+DEFAULT_COMPLETION_TOKENS = 128
+"""Reinforcement: the longest answer sampled when the job names no ``max_completion_tokens``."""
+
+
+def group_size(compute_multiplier: float) -> int:
+    """Reinforcement: answers sampled per prompt in a step (GRPO's group, Shao et al. 2024)
+    for OpenAI's ``compute_multiplier``: 4 × it, rounded, at least 2 (GRPO's advantage
+    compares the answers of a group: one alone has nothing to compare)."""
+    return max(2, round(4 * compute_multiplier))
+
 
 def default_learning_rate(adapter: str) -> float:
     """The peak learning rate of a job that names none (``learning_rate_multiplier`` 1):
@@ -259,8 +269,20 @@ class Job(BaseModel):
             "lora_dropout": hp.lora_dropout or 0.0,
             "lora_target_modules": hp.lora_target_modules,  # None: peft's choice
         }) | ({"beta": hp.beta or DPO_BETA} if self.spec.method == "dpo" else {}) | (
-            {"eval_steps": hp.eval_steps or CHECKPOINT_EVERY} if self.spec.validation_file
-            else {})
+            {"eval_steps": hp.eval_steps or hp.eval_interval or CHECKPOINT_EVERY}
+            if self.spec.validation_file else {}) | (
+            self._reinforcement() if self.spec.method == "reinforcement" else {})
+
+    def _reinforcement(self) -> dict[str, Any]:
+        """Reinforcement's hyperparameters as they run (OpenAI's, and the group size and
+        answer length they give)."""
+        hp = self.spec.hyperparameters
+        multiplier = hp.compute_multiplier or 1.0
+        return {"compute_multiplier": multiplier, "num_generations": group_size(multiplier),
+                "max_completion_tokens": hp.max_completion_tokens or DEFAULT_COMPLETION_TOKENS,
+                "eval_samples": hp.eval_samples or 1, "reasoning_effort": "default"} | (
+            {"eval_interval": hp.eval_interval or CHECKPOINT_EVERY}
+            if self.spec.validation_file else {})
 
 
 class Event(BaseModel):

@@ -12,9 +12,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ..trainers.graders import Grader
 from ._hyperparameters import REQUEST, Hyperparameters
 
-__all__ = ["MethodSettings", "OpenAIMethod", "TogetherMethod", "unfold_method_forms"]
+__all__ = ["MethodSettings", "OpenAIMethod", "ReinforcementSettings", "TogetherMethod",
+           "unfold_method_forms"]
 
 
 class MethodSettings(BaseModel):
@@ -25,16 +27,25 @@ class MethodSettings(BaseModel):
     hyperparameters: Hyperparameters | None = None
 
 
+class ReinforcementSettings(MethodSettings):
+    """What ``method.reinforcement`` holds (OpenAI's ``ReinforcementMethod``): the grader
+    that scores the model's answers, and the hyperparameters."""
+
+    grader: Grader
+
+
 class OpenAIMethod(BaseModel):
-    """OpenAI's ``method``: ``{"type": KIND, KIND: {"hyperparameters": {...}}}``."""
+    """OpenAI's ``method``: ``{"type": KIND, KIND: {"hyperparameters": {...}}}`` (and the
+    ``grader`` of ``reinforcement``)."""
 
     model_config = REQUEST
 
-    type: Literal["supervised", "dpo"] = "supervised"
+    type: Literal["supervised", "dpo", "reinforcement"] = "supervised"
     supervised: MethodSettings | None = None
     dpo: MethodSettings | None = None
+    reinforcement: ReinforcementSettings | None = None
 
-    @field_validator("supervised", "dpo")
+    @field_validator("supervised", "dpo", "reinforcement")
     @classmethod
     def _of_its_type(cls, value: MethodSettings | None,
                      info: ValidationInfo) -> MethodSettings | None:
@@ -100,9 +111,9 @@ def _refused(loc: tuple[str, ...], kind: str, message: str) -> ValidationError:
 
 def unfold_method_forms(data: Any) -> Any:
     """A spec's fields (``data``, as sent) with OpenAI's ``method`` object or Together's
-    ``training_method`` unfolded into ``method`` (``"supervised"``, ``"dpo"``) and
-    ``hyperparameters`` (the form's merged with the top-level ones); anything else as it
-    came.
+    ``training_method`` unfolded into ``method`` (``"supervised"``, ``"dpo"``,
+    ``"reinforcement"``), ``hyperparameters`` (the form's merged with the top-level ones) and
+    ``grader`` (reinforcement's); anything else as it came.
 
     Raises:
         pydantic.ValidationError: a bad field in the forms, by its whole path; ``method``
@@ -128,8 +139,18 @@ def unfold_method_forms(data: Any) -> Any:
             extra, where = {"beta": nested["training_method"]["dpo_beta"]}, "training_method"
     elif forms.method is not None:
         kind = data["method"] = forms.method.type
-        extra = dict((nested["method"].get(kind) or {}).get("hyperparameters") or {})
+        settings = nested["method"].get(kind) or {}
+        extra = dict(settings.get("hyperparameters") or {})
         where = f"method.{kind}.hyperparameters"
+        if kind == "reinforcement":
+            if forms.method.reinforcement is None:
+                raise _refused(("method", "reinforcement"), "missing_grader",
+                               "method reinforcement needs method.reinforcement.grader: the "
+                               "grader that scores the model's answers")
+            if "grader" in data:
+                raise _refused(("grader",), "grader_twice",
+                               "give the grader once, in method.reinforcement.grader")
+            data["grader"] = settings["grader"]
     given = data.get("hyperparameters")
     if extra and (given is None or isinstance(given, dict)):
         for key, value in extra.items():

@@ -13,12 +13,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
+from typing import Any
 
 from ..trainers import Metrics
 
-__all__ = ["CSV_COLUMNS", "FIGURES", "MetricsPoint", "metrics_csv", "series"]
+__all__ = ["CSV_COLUMNS", "FIGURES", "REWARD_COLUMNS", "MetricsPoint", "metrics_csv", "series"]
 
-FIGURES = tuple(name for name in Metrics.model_fields if name not in ("type", "step", "epoch"))
+FIGURES = tuple(name for name in Metrics.model_fields
+                if name not in ("type", "step", "epoch", "scores"))
 """Every figure a point may carry, in the order the API lists them (the protocol's)."""
 
 CSV_COLUMNS = ("step", "train_loss", "train_accuracy", "valid_loss",
@@ -26,6 +28,9 @@ CSV_COLUMNS = ("step", "train_loss", "train_accuracy", "valid_loss",
                "full_valid_mean_token_accuracy", "learning_rate", "grad_norm", "tokens_per_s")
 """The metrics CSV's header: OpenAI's results file (``train_accuracy`` is the mean token
 accuracy), then alallo's own figures."""
+REWARD_COLUMNS = ("train_reward", "train_reward_std", "valid_reward")
+"""A reinforcement job's columns after :data:`CSV_COLUMNS`: the grader's mean score of the
+step's answers and their spread, and of the validation prompts' answers."""
 
 
 class MetricsPoint(Metrics):
@@ -50,30 +55,41 @@ def series(points: Iterable[MetricsPoint]) -> list[dict[str, float | int | None]
     """One row per step, in step order: every figure reported at that step, the latest
     run's winning (a run resumed from a checkpoint reports its steps again).
 
-    Each row has ``step``, ``epoch`` and every name of :data:`FIGURES` (None when no run
-    reported it at that step).
+    Each row has ``step``, ``epoch``, every name of :data:`FIGURES` (None when no run
+    reported it at that step) and ``scores`` (reinforcement: each grader's mean score by
+    name, ``valid.<name>`` on validation; else None).
     """
     rows: dict[int, dict[str, float | int | None]] = {}
     attempts: dict[int, int] = {}
     for point in sorted(points, key=lambda p: p.n):
         if attempts.get(point.step, 0) < point.attempt:  # a newer run: its row starts anew
-            rows[point.step] = dict.fromkeys(("epoch", *FIGURES))
+            rows[point.step] = dict.fromkeys(("epoch", *FIGURES, "scores"))
             attempts[point.step] = point.attempt
         row = rows[point.step]
         row.update(point.figures())
+        if point.scores:
+            row["scores"] = {**(row["scores"] or {}), **point.scores}  # type: ignore[dict-item]
         if point.epoch is not None:
             row["epoch"] = point.epoch
     return [{"step": step, **rows[step]} for step in sorted(rows)]
 
 
-def metrics_csv(rows: Iterable[dict[str, float | int | None]]) -> str:
+def metrics_csv(rows: Iterable[dict[str, Any]]) -> str:
     """The rows of :func:`series` as the results CSV (:data:`CSV_COLUMNS`, empty cells for
-    figures not reported at a step)."""
+    figures not reported at a step); a reinforcement job's adds :data:`REWARD_COLUMNS` and
+    a ``score_<name>`` column per grader."""
+    rows = list(rows)
+    columns: tuple[str, ...] = CSV_COLUMNS
+    if any(row.get("reward") is not None or row.get("valid_reward") is not None
+           for row in rows):
+        names = sorted({name for row in rows for name in (row.get("scores") or {})})
+        columns += REWARD_COLUMNS + tuple(f"score_{name}" for name in names)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     for row in rows:
-        values = {**row, "train_accuracy": row.get("train_mean_token_accuracy")}
-        writer.writerow(["" if values.get(name) is None else values[name]
-                         for name in CSV_COLUMNS])
+        values = {**row, "train_accuracy": row.get("train_mean_token_accuracy"),
+                  "train_reward": row.get("reward"), "train_reward_std": row.get("reward_std"),
+                  **{f"score_{name}": score for name, score in (row.get("scores") or {}).items()}}
+        writer.writerow(["" if values.get(name) is None else values[name] for name in columns])
     return out.getvalue()

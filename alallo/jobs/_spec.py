@@ -17,6 +17,7 @@ The OpenAI SDK's forms are accepted too: ``method`` as
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import (
@@ -30,7 +31,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ._hyperparameters import LORA_ONLY, REQUEST, Hyperparameters
+from ..trainers.graders import Grader, MultiGrader, ScoreModelGrader, check
+from ._hyperparameters import LORA_ONLY, REINFORCEMENT_ONLY, REQUEST, Hyperparameters
 from ._metadata import check_metadata
 from ._method_forms import OpenAIMethod, TogetherMethod, unfold_method_forms
 
@@ -203,9 +205,14 @@ class JobSpec(BaseModel):
     name: str | None = Field(default=None, max_length=200)
     suffix: str | None = Field(default=None, pattern=SUFFIX_PATTERN)
     """Added to the fine-tuned model's id: see :data:`SUFFIX_PATTERN`."""
-    method: Literal["supervised", "dpo"] = "supervised"
+    method: Literal["supervised", "dpo", "reinforcement"] = "supervised"
     """``supervised`` (SFT) trains on examples; ``dpo`` (Direct Preference Optimization,
-    Rafailov et al. 2023) on preference pairs."""
+    Rafailov et al. 2023) on preference pairs; ``reinforcement`` (OpenAI's RFT, run as
+    GRPO, Shao et al. 2024) on prompts, with ``grader`` scoring the model's answers."""
+    grader: Grader | None = Field(default=None, validate_default=True)
+    """Reinforcement only, and needed there: OpenAI's grader (``string_check``,
+    ``text_similarity``, ``python``, ``multi``), the reward of each answer; given in OpenAI's
+    form as ``method.reinforcement.grader``."""
     adapter: Literal["lora", "full"] = "lora"
     precision: Literal["16-bit", "4-bit"] = "16-bit"
     goal: Literal["lowest_cost", "fastest_finish"] = "lowest_cost"
@@ -233,20 +240,68 @@ class JobSpec(BaseModel):
         return unfold_method_forms(data)
 
     @field_validator("method", mode="before",
-                     json_schema_input_type=Literal["supervised", "dpo"] | OpenAIMethod)
+                     json_schema_input_type=Literal["supervised", "dpo", "reinforcement"]
+                     | OpenAIMethod)
     @classmethod
     def _method_as_sent(cls, value: Any) -> Any:
         """As it came: OpenAI's object form of ``method``, which its JSON Schema names, was
         unfolded by :meth:`_openai_method_form` already."""
         return value
 
+    @field_validator("grader")
+    @classmethod
+    def _grader_of_reinforcement(cls, value: Grader | None,
+                                 info: ValidationInfo) -> Grader | None:
+        method = info.data.get("method")
+        if method is None:
+            return value  # the method was refused already
+        if method != "reinforcement":
+            if value is not None:
+                raise PydanticCustomError(
+                    "grader_without_reinforcement",
+                    "a grader applies to method reinforcement only, not {method}",
+                    {"method": method})
+            return value
+        if value is None:
+            raise PydanticCustomError(
+                "missing_grader", "method reinforcement needs a grader: the one that scores "
+                "the model's answers (method.reinforcement.grader)")
+        subs = value.graders.values() if isinstance(value, MultiGrader) else (value,)
+        if any(isinstance(sub, ScoreModelGrader) for sub in subs):
+            raise PydanticCustomError(
+                "score_model_in_training",
+                "score_model graders run through graders/run, not in training here yet: "
+                "train with string_check, text_similarity, python or multi graders of them")
+        try:
+            check(value)
+        except ValueError as exc:
+            raise PydanticCustomError("invalid_grader", "{reason}",
+                                      {"reason": str(exc)}) from None
+        return value
+
     @field_validator("hyperparameters")
     @classmethod
     def _hyperparameters_fit(cls, value: Hyperparameters,
                              info: ValidationInfo) -> Hyperparameters:
-        if value.beta is not None and info.data.get("method", "supervised") != "dpo":
+        method = info.data.get("method", "supervised")
+        if value.beta is not None and method != "dpo":
             raise PydanticCustomError(
-                "beta_without_dpo", "beta applies to method dpo only, not supervised")
+                "beta_without_dpo", "beta applies to method dpo only, not {method}",
+                {"method": method})
+        given = [name for name in REINFORCEMENT_ONLY if getattr(value, name) is not None]
+        if given and method != "reinforcement":
+            raise PydanticCustomError(
+                "reinforcement_only", "{name} applies to method reinforcement only, not "
+                "{method}", {"name": given[0], "method": method})
+        if value.reasoning_effort not in (None, "default"):
+            raise PydanticCustomError(
+                "reasoning_effort", "reasoning_effort {effort}: the models here answer "
+                "without reasoning first, so only \"default\" applies",
+                {"effort": json.dumps(value.reasoning_effort)})
+        if value.eval_interval is not None and not info.data.get("validation_file"):
+            raise PydanticCustomError(
+                "eval_without_validation",
+                "eval_interval needs a validation_file to evaluate on")
         if value.eval_steps is not None and not info.data.get("validation_file"):
             raise PydanticCustomError(
                 "eval_without_validation", "eval_steps needs a validation_file to evaluate on")
@@ -262,6 +317,11 @@ class JobSpec(BaseModel):
     @classmethod
     def _stops_on_validation(cls, value: EarlyStopping | None,
                              info: ValidationInfo) -> EarlyStopping | None:
+        if value is not None and info.data.get("method") == "reinforcement":
+            raise PydanticCustomError(
+                "early_stopping_reinforcement",
+                "early_stopping watches the validation loss, which reinforcement does not "
+                "minimise: watch the validation reward (eval_interval) instead")
         if value is not None and not info.data.get("validation_file"):
             raise PydanticCustomError(
                 "early_stopping_without_validation",

@@ -9,8 +9,13 @@ same format:
 - ``preference`` (OpenAI's, for DPO): ``{"input": {"messages": [...]}, "preferred_output":
   [{"role": "assistant", "content": "..."}], "non_preferred_output": [...]}``
 - ``chosen_rejected`` (TRL's, for DPO): ``{"prompt": "...", "chosen": "...", "rejected": "..."}``
+- ``reinforcement`` (OpenAI's, for reinforcement fine-tuning): ``{"messages": [...], ...}``
+  whose conversation ends *before* the answer (its last message is not the assistant's: the
+  model writes the answer, and a grader scores it), with any other fields the grader reads as
+  ``item.*`` (``{"messages": [...], "answer": "Paris"}``).
 
-A ``messages`` line must hold at least one ``assistant`` message: the reply
+A file whose first line is a conversation ending before the answer is ``reinforcement``
+data; one ending with the assistant's reply is ``messages``. A ``messages`` line must hold at least one ``assistant`` message: the reply
 the model learns to give (without one there is nothing to train on; OpenAI's
 fine-tuning data check refuses such a line too, as
 ``example_missing_assistant_message`` in the OpenAI cookbook's
@@ -36,10 +41,13 @@ from .._json import NestingTooDeep, loads
 
 __all__ = ["PREFERENCE_FORMATS", "CheckedFile", "check_jsonl"]
 
-Format = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
+Format = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected",
+                 "reinforcement"]
 PREFERENCE_FORMATS: frozenset[str] = frozenset({"preference", "chosen_rejected"})
 """The formats of preference pairs: what method ``dpo`` trains on, and only it."""
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+_PROMPT_ROLES = _ROLES | {"developer"}
+"""Roles of reinforcement data: OpenAI's RFT examples give instructions as ``developer``."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,10 @@ def _detect(row: dict[str, Any], number: int) -> Format:
     if {"chosen", "rejected"} & row.keys():
         return "chosen_rejected"
     if "messages" in row:
-        return "messages"
+        messages = row["messages"]
+        ends = messages[-1] if isinstance(messages, list) and messages else None
+        answered = isinstance(ends, dict) and ends.get("role") == "assistant"
+        return "messages" if answered or ends is None else "reinforcement"
     if "prompt" in row or "completion" in row:
         return "prompt_completion"
     if "text" in row:
@@ -127,6 +138,15 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
                       f'line {number}: missing column "{column}" (a non-empty list of the '
                       "assistant's messages)", assistant=True)
         _different(row, "preferred_output", "non_preferred_output", number)
+    elif fmt == "reinforcement":
+        _messages(row.get("messages"), f"line {number}: messages",
+                  f'line {number}: missing column "messages" (a non-empty list)',
+                  roles=_PROMPT_ROLES)
+        if row["messages"][-1]["role"] == "assistant":
+            raise InvalidFile(
+                f"line {number}: the conversation ends with the assistant's answer: "
+                "reinforcement data ends before it (the model writes the answer, the grader "
+                "scores it), as the file's first line does", param="file")
     else:
         _messages(row.get("messages"), f"line {number}: messages",
                   f'line {number}: missing column "messages" (a non-empty list)')
@@ -138,13 +158,14 @@ def _check_row(row: dict[str, Any], fmt: Format, number: int) -> None:
             )
 
 
-def _messages(messages: Any, where: str, missing: str, *, assistant: bool = False) -> None:
+def _messages(messages: Any, where: str, missing: str, *, assistant: bool = False,
+              roles: frozenset[str] = _ROLES) -> None:
     """A non-empty list of ``{"role", "content"}`` messages (only the assistant's, when
     ``assistant``); the first fault named with ``where`` and its index, ``missing`` when
     there is no such list."""
     if not isinstance(messages, list) or not messages:
         raise InvalidFile(missing, param="file")
-    roles = {"assistant"} if assistant else _ROLES
+    roles = frozenset({"assistant"}) if assistant else roles
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise InvalidFile(f"{where}[{index}] is not an object", param="file")

@@ -37,7 +37,8 @@ _KINDS: dict[str, str] = {"message": "event", "metrics": "metrics"}
 """The job-item kind behind each ``type``."""
 _MAX_SEQ_DIGITS = 18
 _LOSSES = (("train_loss", "training loss"), ("valid_loss", "validation loss"),
-           ("full_valid_loss", "full validation loss"))
+           ("full_valid_loss", "full validation loss"), ("reward", "reward"),
+           ("valid_reward", "validation reward"))
 """The figures a metrics event's message names, OpenAI's words for them."""
 
 
@@ -76,6 +77,8 @@ def metrics_event_view(point: MetricsPoint, job_id: str, total_steps: int) -> ap
     data: dict[str, float | int] = {"step": point.step, "total_steps": total_steps, **figures}
     if point.epoch is not None:
         data["epoch"] = point.epoch
+    if point.scores:
+        data["scores"] = point.scores  # type: ignore[assignment]
     return {"id": f"{job_id}-event-{point.n}", "object": "fine_tuning.job.event",
             "created_at": int(point.at), "level": "info", "type": "metrics", "message": message,
             "data": data, "alallo_type": None, "seq": point.n, "hash": None, "step": point.step}

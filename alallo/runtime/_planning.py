@@ -319,7 +319,8 @@ class Planning:
 
 
 def _suits_the_method(spec: JobSpec, file: FileRow, field: str) -> None:
-    """A preference file for ``dpo``, examples for ``supervised``; else 422 saying which.
+    """A preference file for ``dpo``, prompts for ``reinforcement``, examples for
+    ``supervised``; else 422 saying which method the file is for.
 
     Raises:
         InvalidRequest: the file's format is not the method's, or it is no training data (a
@@ -328,11 +329,17 @@ def _suits_the_method(spec: JobSpec, file: FileRow, field: str) -> None:
     if file.purpose != "fine-tune":
         raise InvalidRequest(f"{file.id} is a job's {file.format} results file, not training "
                              f"data: upload a JSONL file with purpose fine-tune", param=field)
-    pairs = file.format in PREFERENCE_FORMATS
-    if spec.method == "dpo" and not pairs:
-        raise InvalidRequest(
-            f"method dpo trains on preference pairs (prompt, chosen and rejected; or OpenAI's "
-            f"input, preferred_output and non_preferred_output); {file.id} holds "
-            f"{file.format} examples: use method supervised", param=field)
-    if spec.method != "dpo" and pairs:
-        raise InvalidRequest(f"{file.id} holds preference pairs; use method dpo", param=field)
+    kind = ("dpo" if file.format in PREFERENCE_FORMATS
+            else "reinforcement" if file.format == "reinforcement" else "supervised")
+    if kind == spec.method:
+        return
+    wants = {"dpo": "preference pairs (prompt, chosen and rejected; or OpenAI's input, "
+                    "preferred_output and non_preferred_output)",
+             "reinforcement": "prompts: conversations that end before the answer, which the "
+                              "model writes and the grader scores",
+             "supervised": "examples with their answers (text, messages ending with the "
+                           "assistant's, or prompt and completion)"}
+    holds = {"dpo": "preference pairs", "reinforcement": "prompts without answers",
+             "supervised": f"{file.format} examples"}
+    raise InvalidRequest(f"method {spec.method} trains on {wants[spec.method]}; {file.id} "
+                         f"holds {holds[kind]}: use method {kind}", param=field)

@@ -20,6 +20,7 @@ from .._status import JobStatus
 from .._trainer_registry import TrainerInfo
 from ..capacity import CatalogueModel, Placement, Pool
 from ..jobs import (
+    CHECKPOINT_EVERY,
     DEFAULT_BATCH_SIZE,
     DPO_BETA,
     PRICE_DIGITS,
@@ -184,6 +185,14 @@ def method_view(job: Job) -> api.JobMethod:
     if job.spec.method == "dpo":
         hyperparameters["beta"] = job.spec.hyperparameters.beta or DPO_BETA
         return {"type": "dpo", "dpo": {"hyperparameters": hyperparameters}}
+    if job.spec.method == "reinforcement":
+        ran = job.resolved_hyperparameters()
+        hyperparameters.update({name: ran[name] for name in (  # type: ignore[misc]
+            "compute_multiplier", "eval_samples", "reasoning_effort") if name in ran})
+        hyperparameters["eval_interval"] = ran.get("eval_interval", CHECKPOINT_EVERY)
+        grader = job.spec.grader.model_dump(exclude_none=True) if job.spec.grader else {}
+        return {"type": "reinforcement",
+                "reinforcement": {"grader": grader, "hyperparameters": hyperparameters}}
     return {"type": "supervised", "supervised": {"hyperparameters": hyperparameters}}
 
 
@@ -218,6 +227,8 @@ def metrics_view(point: MetricsPoint) -> api.JobMetrics:
     figures it brought; those it did not bring are left out."""
     view: dict[str, Any] = {"object": "fine_tuning.job.metrics", "step": point.step,
                             "epoch": point.epoch, **point.figures()}
+    if point.scores:
+        view["scores"] = point.scores
     return view  # type: ignore[return-value]  # a partial JobMetrics: what one report brought
 
 

@@ -16,7 +16,9 @@ formats TRL's ``SFTTrainer`` accepts:
 
 and, for TRL's ``DPOTrainer``, preference pairs (``preference``, OpenAI's;
 ``chosen_rejected``, TRL's), whose two answers must differ: an equal pair has nothing to
-teach, so it is the user's error, as on upload.
+teach, so it is the user's error, as on upload; and, for reinforcement fine-tuning (TRL's
+``GRPOTrainer``), OpenAI's prompts (``reinforcement``): a conversation ending before the
+answer, with the whole row kept as ``item`` for the grader (``{{ item.answer }}``).
 
 Columns other than the format's are dropped. :func:`read_rows` needs nothing
 but the standard library, so the simulated trainer shares it without
@@ -47,9 +49,11 @@ __all__ = [
     "tree_hash",
 ]
 
-DataFormat = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected"]
+DataFormat = Literal["text", "messages", "prompt_completion", "preference", "chosen_rejected",
+                     "reinforcement"]
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+_PROMPT_ROLES = _ROLES | {"developer"}
 _HASH_CHARS = 16
 _CHUNK = 1 << 20
 
@@ -75,7 +79,8 @@ def read_rows(path: Path, data_format: DataFormat) -> list[dict[str, Any]]:
         ``messages`` (a list of ``{"role", "content"}``); ``prompt`` and
         ``completion``; or, for preference pairs, ``prompt``, ``chosen`` and ``rejected``
         (strings, or for OpenAI's ``preference`` format lists of messages: the
-        conversation, and the preferred and the other answer).
+        conversation, and the preferred and the other answer); for ``reinforcement``,
+        ``messages`` and ``item`` (the whole row, as the grader reads it).
 
     Raises:
         UserDataError: The file is not UTF-8, holds no example, or a line is
@@ -201,6 +206,13 @@ def _check_row(row: dict[str, Any], data_format: DataFormat, number: int) -> dic
              "chosen": _messages(row, number, column="preferred_output"),
              "rejected": _messages(row, number, column="non_preferred_output")},
             number, '"preferred_output" and "non_preferred_output"')
+    if data_format == "reinforcement":
+        messages = _messages(row, number, roles=_PROMPT_ROLES)
+        if messages[-1]["role"] == "assistant":
+            raise UserDataError(f"line {number}: the conversation ends with the assistant's "
+                                "answer: reinforcement data ends before it (the model writes "
+                                "the answer, the grader scores it)")
+        return {"messages": messages, "item": row}
     return {"messages": _messages(row, number)}
 
 
@@ -223,7 +235,8 @@ def _string(row: dict[str, Any], column: str, number: int) -> str:
 
 
 def _messages(row: dict[str, Any], number: int, *, column: str = "messages",
-              shown: str | None = None) -> list[dict[str, str]]:
+              shown: str | None = None, roles: frozenset[str] = _ROLES,
+              ) -> list[dict[str, str]]:
     shown = shown or column
     if column not in row:
         raise UserDataError(f'line {number}: missing column "{shown}"')
@@ -238,9 +251,9 @@ def _messages(row: dict[str, Any], number: int, *, column: str = "messages",
         if not isinstance(message, dict):
             raise UserDataError(f"{where}: expected an object, got {_kind(message)}")
         role = message.get("role")
-        if role not in _ROLES:
+        if role not in roles:
             raise UserDataError(
-                f'{where}: "role" must be one of {", ".join(sorted(_ROLES))}, got {role!r}'
+                f'{where}: "role" must be one of {", ".join(sorted(roles))}, got {role!r}'
             )
         content = message.get("content")
         if not isinstance(content, str):

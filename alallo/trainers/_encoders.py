@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHAT_FORMATS", "counting_encoder", "has_chat_template"]
 
-CHAT_FORMATS = frozenset({"messages", "preference"})
+CHAT_FORMATS = frozenset({"messages", "preference", "reinforcement"})
 """The formats rendered with the model's chat template."""
 TINY_EOS_ID = 256
 """The built-in model's ``<|endoftext|>`` (after the 256 bytes)."""

@@ -142,7 +142,7 @@ def fit_examples(rows: Iterable[tuple[int, Mapping[str, Any]]], data_format: str
         rows: ``(line, row)`` pairs, each row holding its format's columns as
             :func:`alallo.trainers._data.read_rows` returns them.
         data_format: the file's format (``text``, ``messages``, ``prompt_completion``,
-            ``preference`` or ``chosen_rejected``).
+            ``preference``, ``chosen_rejected`` or ``reinforcement``).
         encoder: the model's tokenizer.
         max_length: the tokens a sequence may hold.
     """
@@ -193,6 +193,9 @@ def _tokens(row: Mapping[str, Any], data_format: str,
         return 0, [encoder.text(_ended(row["text"], eos))]
     if data_format == "messages":
         return 0, [encoder.chat(list(row["messages"]), generation_prompt=False)]
+    if data_format == "reinforcement":  # the answer is the model's: only the prompt is known
+        prompt = encoder.chat(list(row["messages"]), generation_prompt=True)
+        return len(prompt), [prompt]
     if data_format == "prompt_completion":
         prompt = encoder.text(row["prompt"])
         whole = encoder.text(row["prompt"] + _ended(row["completion"], eos))

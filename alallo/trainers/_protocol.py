@@ -16,7 +16,7 @@ The full description, with an example session, is ``docs/trainer-protocol.md``.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -72,22 +72,30 @@ class TrainerConfig(BaseModel):
     training_file: str
     """A JSONL file already checked on upload."""
     data_format: Literal["text", "messages", "prompt_completion", "preference",
-                         "chosen_rejected"]
+                         "chosen_rejected", "reinforcement"]
     validation_file: str | None = None
     """A JSONL file to evaluate on (checked on upload), or None: no evaluation."""
     validation_format: Literal["text", "messages", "prompt_completion", "preference",
-                               "chosen_rejected"] | None = None
+                               "chosen_rejected", "reinforcement"] | None = None
     eval_steps: int | None = Field(default=None, gt=0)
     """Evaluate every this many steps and at the last; None: at every checkpoint."""
     early_stopping_patience: int | None = Field(default=None, gt=0)
     """Stop after this many evaluations without improvement (None: never stop early); a
     checkpoint is saved at every evaluation, and the model is the best one."""
     early_stopping_min_delta: float = Field(default=0.0, ge=0)
-    method: Literal["supervised", "dpo"] = "supervised"
-    """``supervised`` (TRL's ``SFTTrainer``) or ``dpo`` (its ``DPOTrainer``, on preference
-    pairs)."""
+    method: Literal["supervised", "dpo", "reinforcement"] = "supervised"
+    """``supervised`` (TRL's ``SFTTrainer``), ``dpo`` (its ``DPOTrainer``, on preference
+    pairs) or ``reinforcement`` (its ``GRPOTrainer``, on prompts, rewarded by ``grader``)."""
     beta: float = 0.1
-    """DPO's beta (the KL penalty's weight); unused by supervised training."""
+    """DPO's beta (the KL penalty's weight); unused by the other methods."""
+    grader: dict[str, Any] | None = None
+    """Reinforcement: OpenAI's grader (:mod:`alallo.trainers.graders`), as JSON."""
+    num_generations: int = Field(default=4, ge=2)
+    """Reinforcement: answers sampled per prompt in a step (GRPO's group)."""
+    max_completion_length: int = Field(default=128, gt=0)
+    """Reinforcement: the longest answer sampled, in tokens."""
+    eval_samples: int = Field(default=1, gt=0)
+    """Reinforcement: answers sampled per validation prompt at each evaluation."""
     output_dir: str
     """Where the fine-tuned model goes (created by the trainer)."""
     checkpoint_dir: str
@@ -207,7 +215,15 @@ class Metrics(_Message):
     """DPO: how often the preferred answer out-scores the other (training batch)."""
     reward_margin: float | None = None
     """DPO: the mean difference of the two answers' implicit rewards."""
-
+    reward: float | None = None
+    """Reinforcement: the grader's mean score of the step's answers."""
+    reward_std: float | None = None
+    """Reinforcement: their standard deviation."""
+    valid_reward: float | None = None
+    """Reinforcement: the grader's mean score of answers to the validation prompts."""
+    scores: dict[str, float] | None = None
+    """Reinforcement: each grader's mean score of the step's answers, by name (a ``multi``
+    grader's sub-graders; a single grader's own), as ``valid.<name>`` for an evaluation."""
 
 class Checkpoint(_Message):
     """A checkpoint was saved at ``step``; ``path`` is a directory to resume from."""

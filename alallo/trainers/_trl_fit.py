@@ -70,8 +70,9 @@ def sequence_length(config: TrainerConfig, model: PreTrainedModel, out: Protocol
 
 def check_fit(rows: list[tuple[int, dict[str, Any]]], data_format: str,
               tokenizer: PreTrainedTokenizerBase, length: int, out: ProtocolOut, *,
-              model_name: str, validation: bool = False) -> None:
-    """Count the examples' tokens as TRL will; log which are cut to ``length``.
+              model_name: str, validation: bool = False) -> int:
+    """Count the examples' tokens as TRL will; log which are cut to ``length``; return the
+    most tokens of one example that fits (of a reinforcement prompt: the prompt's).
 
     Raises:
         UserDataError: an example cannot train (its prompt fills ``length``; a preference
@@ -86,6 +87,7 @@ def check_fit(rows: list[tuple[int, dict[str, Any]]], data_format: str,
     note = fit.note(model_name)
     if note is not None:
         out(Log(text=("Validation file: " if validation else "") + note))
+    return fit.longest
 
 
 def numbered(rows: list[tuple[int, dict[str, Any]]]) -> Dataset:

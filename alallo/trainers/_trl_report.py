@@ -72,7 +72,8 @@ reference model)."""
 
 _TRAIN_FIGURES = (("loss", "train_loss"), ("mean_token_accuracy", "train_mean_token_accuracy"),
                   ("learning_rate", "learning_rate"), ("grad_norm", "grad_norm"),
-                  ("rewards/accuracies", "reward_accuracy"), ("rewards/margins", "reward_margin"))
+                  ("rewards/accuracies", "reward_accuracy"), ("rewards/margins", "reward_margin"),
+                  ("reward", "reward"), ("reward_std", "reward_std"))
 """``Trainer``/TRL log keys of a logging step, and the protocol's names for them."""
 
 
@@ -104,6 +105,9 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             self._busy_s = 0.0  # seconds in steps since then (no evaluation, no saving)
             self._step_began = 0.0
             self._evaluated: dict[int, Metrics] = {}
+            self.reward: Any = None
+            """Reinforcement: the reward function (:class:`~alallo.trainers._trl_rft.
+            GraderReward`), whose graders' means each report takes."""
             self.paused = False
             """The run stopped for a pause (:mod:`alallo.trainers._pause`): no model."""
 
@@ -138,7 +142,7 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
         ) -> None:
             if logs is None:
                 return
-            if "eval_loss" in logs:
+            if "eval_loss" in logs or "eval_reward" in logs:
                 self._evaluation(state, logs)
             elif self._held == state.global_step and "loss" in logs:
                 self._held = None
@@ -154,7 +158,7 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             self._flush(state)
             best = getattr(state, "best_global_step", None)
             step = best if best in self._evaluated else max(self._evaluated, default=None)
-            if step is not None:  # the model's own figures: the best checkpoint's, or the last
+            if step is not None and self.reward is None:  # the model's own figures: the best checkpoint's, or the last
                 final = self._evaluated[step]
                 out(Metrics(step=step, full_valid_loss=final.valid_loss,
                             full_valid_mean_token_accuracy=final.valid_mean_token_accuracy))
@@ -167,6 +171,9 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
         def _evaluation(self, state: Any, logs: dict[str, Any]) -> None:
             self._flush(state)
             step = state.global_step
+            if self.reward is not None:  # reinforcement: the answers' reward, not a loss
+                self._rewarded_evaluation(state, logs)
+                return
             figures = Metrics(step=step, epoch=state.epoch,
                               valid_loss=_number(logs, "eval_loss"),
                               valid_mean_token_accuracy=_number(logs,
@@ -181,6 +188,19 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             if run is not None and figures.valid_loss is not None:
                 run.log({"eval/loss": figures.valid_loss}, step=step)
 
+        def _rewarded_evaluation(self, state: Any, logs: dict[str, Any]) -> None:
+            step = state.global_step
+            scores = {f"valid.{name}": score
+                      for name, score in self.reward.take(training=False).items()}
+            figures = Metrics(step=step, epoch=state.epoch,
+                              valid_reward=_number(logs, "eval_reward"), scores=scores or None)
+            self._evaluated[step] = figures
+            out(figures)
+            out(Log(text=f"Step {step}/{state.max_steps}: validation reward "
+                         f"{figures.valid_reward or 0.0:.4f}" + _scores_text(scores)))
+            if run is not None and figures.valid_reward is not None:
+                run.log({"eval/reward": figures.valid_reward}, step=step)
+
         def _report(self, state: Any, loss: float | None,
                     logs: dict[str, Any] | None = None) -> None:
             step = state.global_step
@@ -190,10 +210,19 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             out(Progress(step=step, max_steps=state.max_steps, epoch=state.epoch, loss=loss))
             if loss is None or logs is None:
                 return
-            out(Metrics.model_validate({
+            scores = self.reward.take() if self.reward is not None else None
+            figures = Metrics.model_validate({
                 "step": step, "epoch": state.epoch, "tokens_per_s": self._pace(logs),
-                **{name: _number(logs, key) for key, name in _TRAIN_FIGURES}}))
+                "scores": scores or None,
+                **{name: _number(logs, key) for key, name in _TRAIN_FIGURES}})
+            out(figures)
             out(Log(text=f"Step {step}/{state.max_steps}: loss {loss:.4f}"))
+            if figures.reward is not None:
+                out(Log(text=f"Step {step}/{state.max_steps}: reward {figures.reward:.4f} "
+                             f"(spread {figures.reward_std or 0.0:.4f})"
+                             + _scores_text(scores or {})))
+                if run is not None:
+                    run.log({"train/reward": figures.reward}, step=step)
             if run is not None:
                 run.log({"train/loss": loss}, step=step)
             if "rewards/accuracies" in logs:  # DPO's own figures (TRL's names)
@@ -213,6 +242,14 @@ def progress_callback(out: ProtocolOut, run: WandbRun | None, *, evaluates: bool
             return round((tokens - before) / busy, 1)
 
     return _ProgressCallback()
+
+
+def _scores_text(scores: dict[str, float]) -> str:
+    """``; graders: exact 0.5000, fuzzy 0.7100`` (a ``multi`` grader's sub-graders)."""
+    if len(scores) < 2:
+        return ""
+    return "; graders: " + ", ".join(f"{name.removeprefix('valid.')} {score:.4f}"
+                                     for name, score in scores.items())
 
 
 def checkpoint_step(path: Path) -> int:

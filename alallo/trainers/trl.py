@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_numbered_rows
+from ._encoders import CHAT_FORMATS
 from ._env import QUIET_ENV
 from ._fence import exit_if_superseded
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
@@ -86,9 +87,10 @@ from ._trl_model import (
     quiet_libraries,
     shortened,
     trains_in_bf16,
-    use_padding_free,
     with_starting_adapter,
 )
+from ._trl_methods import evaluation_args, method_trainer
+from ._trl_rft import prompts_dataset
 from ._trl_report import ProtocolOut, checkpoint_step, model_hash, progress_callback
 from ._wandb import WandbFailed, WandbRun, start_wandb
 from .tiny import TINY_MODELS, build_tiny
@@ -199,35 +201,39 @@ def _train(config: TrainerConfig, out: ProtocolOut) -> None:
         model = with_starting_adapter(config, model)
     choose_threads(model, cuda=cuda)
     out(Stage(stage="model_loaded", hash=file_hash(model_dir / "config.json")))
-    if {config.data_format, validation_format} & {"messages", "preference"} \
-            and not tokenizer.chat_template:
+    if {config.data_format, validation_format} & CHAT_FORMATS and not tokenizer.chat_template:
         raise _SettingsError(
             f"model {config.model_name} has no chat template, so it cannot train on "
             f'{config.data_format} data: use the "text" or "prompt_completion" format'
             + (' (for DPO, "prompt", "chosen" and "rejected")'
                if config.data_format == "preference" else ""))
 
-    dataset = numbered(rows)
-    out(Log(text=f"Loaded {len(rows)} training examples"))
+    as_dataset = prompts_dataset if config.method == "reinforcement" else numbered
+    dataset = as_dataset(rows)
+    out(Log(text=f"Loaded {len(rows)} training "
+                 + ("prompts" if config.method == "reinforcement" else "examples")))
     out(Stage(stage="data_loaded", hash=file_hash(data_file)))
     eval_dataset = None
     if validation_rows is not None and config.validation_file:
-        eval_dataset = numbered(validation_rows)
-        out(Log(text=f"Loaded {len(validation_rows)} validation examples"))
+        eval_dataset = as_dataset(validation_rows)
+        out(Log(text=f"Loaded {len(validation_rows)} validation "
+                     + ("prompts" if config.method == "reinforcement" else "examples")))
         out(Stage(stage="validation_loaded", hash=file_hash(Path(config.validation_file))))
 
     max_length = sequence_length(config, model, out)
-    check_fit(rows, config.data_format, tokenizer, max_length, out, model_name=config.model_name)
+    longest = check_fit(rows, config.data_format, tokenizer, max_length, out,
+                        model_name=config.model_name)
     if validation_rows is not None:
-        check_fit(validation_rows, validation_format, tokenizer, max_length, out,
-                  model_name=config.model_name, validation=True)
+        longest = max(longest, check_fit(validation_rows, validation_format, tokenizer,
+                                         max_length, out, model_name=config.model_name,
+                                         validation=True))
     run = start_wandb(config.wandb, out) if config.wandb and rank() == 0 else None
     if world_size() > 1:
         out(Log(text=f"Distributed training: world size {world_size()}, "
                      f"backend {'nccl' if cuda else 'gloo'}"))
     trainer = build_trainer(
         config, model, tokenizer, (dataset, eval_dataset), out, run,
-        max_length=max_length, cuda=cuda, bf16=bf16,
+        max_length=max_length, cuda=cuda, bf16=bf16, longest_prompt=longest,
     )
     check_kept(trainer.train_dataset, [line for line, _ in rows], max_length)
     if validation_rows is not None:
@@ -281,10 +287,12 @@ def build_trainer(
     max_length: int,
     cuda: bool,
     bf16: bool,
+    longest_prompt: int = 0,
 ) -> Any:
-    """TRL's trainer for the job (``SFTTrainer`` or ``DPOTrainer``), with the job's
-    settings and alallo's own (:mod:`alallo.trainers._trl_model`), its progress callback
-    writing protocol lines to ``out``.
+    """TRL's trainer for the job's method (:func:`~alallo.trainers._trl_methods.method_trainer`),
+    with the job's settings and alallo's own (:mod:`alallo.trainers._trl_model`), its progress
+    callback writing protocol lines to ``out``; ``longest_prompt``: the most tokens of a
+    reinforcement prompt (its answers get what is left of ``max_length``).
 
     Raises:
         _SettingsError: LoRA target modules the model does not have.
@@ -322,7 +330,7 @@ def build_trainer(
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,
         max_length=max_length,
-    ) | _evaluation_args(config, evaluates=eval_dataset is not None)
+    ) | evaluation_args(config, evaluates=eval_dataset is not None)
     # An adapter continued from an earlier job is on the model already (with_starting_adapter).
     fresh_adapter = config.adapter == "lora" and config.init_adapter is None
     peft_config = lora_config(config, model) if fresh_adapter else None
@@ -334,58 +342,14 @@ def build_trainer(
                                                config.early_stopping_min_delta))
     set_seed(config.seed)  # before peft draws a fresh adapter's weights: same seed, same numbers
     try:
-        trainer = _trainer(config, model, tokenizer, (dataset, eval_dataset), common,
-                           peft_config, callbacks)
+        trainer = method_trainer(config, model, tokenizer, (dataset, eval_dataset), common,
+                                 peft_config, callbacks, out, longest_prompt=longest_prompt)
     except ValueError as exc:  # peft: "Target modules {...} not found in the base model"
         if config.lora_target_modules and "target modules" in str(exc).lower():
             raise _SettingsError(f"lora_target_modules {config.lora_target_modules}: "
                                  f"{shortened(str(exc))}") from exc
         raise
     trainer.remove_callback(PrinterCallback)
-    return trainer
-
-
-def _evaluation_args(config: TrainerConfig, *, evaluates: bool) -> dict[str, Any]:
-    """``TrainingArguments`` of evaluation: every ``eval_steps`` (default: at every
-    checkpoint) on the whole validation file; with early stopping, a checkpoint at every
-    evaluation, and the best one (lowest validation loss) loaded at the end."""
-    if not evaluates:
-        return {"eval_strategy": "no"}
-    every = config.eval_steps or config.save_steps
-    args: dict[str, Any] = {"eval_strategy": "steps", "eval_steps": every,
-                            "per_device_eval_batch_size": max(1, config.batch_size // world_size())}
-    if config.early_stopping_patience is not None:
-        args |= {"save_steps": every, "load_best_model_at_end": True,
-                 "metric_for_best_model": "eval_loss", "greater_is_better": False,
-                 "restore_callback_states_from_checkpoint": True}
-    return args
-
-
-def _trainer(config: TrainerConfig, model: Any, tokenizer: Any,
-             datasets: tuple[Any, Any], common: dict[str, Any], peft_config: Any,
-             callbacks: list[Any]) -> Any:
-    """TRL's trainer for the job's method: ``DPOTrainer`` or ``SFTTrainer``."""
-    dataset, eval_dataset = datasets
-    if config.method == "dpo":
-        # DPO (Rafailov et al. 2023) on preference pairs. The reference model is the
-        # starting one: under LoRA, the model with its adapter turned off (no copy); for
-        # full training, TRL keeps a frozen copy.
-        from trl.trainer.dpo_config import DPOConfig
-        from trl.trainer.dpo_trainer import DPOTrainer
-
-        return DPOTrainer(model=model, args=DPOConfig(**common, beta=config.beta),
-                          train_dataset=dataset, eval_dataset=eval_dataset,
-                          processing_class=tokenizer,
-                          peft_config=peft_config, callbacks=callbacks)
-    from trl.trainer.sft_config import SFTConfig
-    from trl.trainer.sft_trainer import SFTTrainer
-
-    trainer = SFTTrainer(
-        model=model, train_dataset=dataset, eval_dataset=eval_dataset,
-        processing_class=tokenizer, args=SFTConfig(**common, dataset_text_field="text", packing=False),
-        peft_config=peft_config, callbacks=callbacks)
-    # The same examples per step, no pad tokens computed.
-    use_padding_free(trainer, model, cuda=not common["use_cpu"])
     return trainer
 
 

@@ -158,7 +158,9 @@ async def test_a_file_given_to_the_other_method_is_refused_saying_so(
         assert supervised.status_code == 400, supervised.text
         assert supervised.json()["error"] == {
             "code": "invalid_request", "param": "training_file", "type": "invalid_request_error",
-            "message": f"{pairs} holds preference pairs; use method dpo"}
+            "message": "method supervised trains on examples with their answers (text, "
+                       "messages ending with the assistant's, or prompt and completion); "
+                       f"{pairs} holds preference pairs: use method dpo"}
         dpo = await client.post(path, json={"model": "alallo/tiny-gpt2",
                                             "training_file": examples, "method": "dpo"})
         assert dpo.status_code == 400 and dpo.json()["error"]["param"] == "training_file"

@@ -7,12 +7,12 @@ score.
 
 from __future__ import annotations
 
-from ._grade import Graded, Judge, check, grade, sample_namespace, similarity
+from ._grade import Graded, Judge, check, grade, grade_many, sample_namespace, similarity
 from ._python import Limits, PythonScore, run_python
 from ._spec import (GRADER, Grader, GraderRunRequest, GraderValidateRequest, MultiGrader, PythonGrader, ScoreModelGrader,
                     StringCheckGrader, SubGrader, TextSimilarityGrader)
 
 __all__ = ["GRADER", "Graded", "Grader", "GraderRunRequest", "GraderValidateRequest", "Judge", "Limits", "MultiGrader", "PythonGrader",
            "PythonScore", "ScoreModelGrader", "StringCheckGrader", "SubGrader",
-           "TextSimilarityGrader", "check", "grade", "run_python", "sample_namespace",
+           "TextSimilarityGrader", "check", "grade", "grade_many", "run_python", "sample_namespace",
            "similarity"]

@@ -27,7 +27,7 @@ from ._python import Limits, run_python
 from ._spec import (Grader, MultiGrader, PythonGrader, ScoreModelGrader, StringCheckGrader,
                     TextSimilarityGrader)
 
-__all__ = ["Graded", "Judge", "check", "grade", "sample_namespace", "similarity"]
+__all__ = ["Graded", "Judge", "check", "grade", "grade_many", "sample_namespace", "similarity"]
 
 Judge = Callable[[str, list[dict[str, Any]], dict[str, Any]], str]
 """``judge(model, messages, sampling_params)`` → the model's answer (``score_model``)."""
@@ -124,34 +124,50 @@ def grade(grader: Grader, model_sample: str, item: dict[str, Any], *,
         limits, user: the python grader's sandbox (:func:`run_python`).
     """
     started = time.perf_counter()
-    sample = sample_namespace(model_sample)
-    if isinstance(grader, MultiGrader):
-        graded = [grade(sub, model_sample, item, judge=judge, limits=limits, user=user)
-                  for sub in grader.graders.values()]
-        scores = {name: g.reward for name, g in zip(grader.graders, graded, strict=True)}
-        errors = {k: v for g in graded for k, v in g.errors.items()}
-        try:
-            reward = _formula(grader.calculate_output, scores)
-        except Exception as exc:  # the user's formula: simpleeval's refusals, 1 / 0, ...
-            errors.update(formula_parse_error=True, other_error_details=str(exc))
-            reward = 0.0
-        result = Graded(grader.name, "multi", reward, scores, errors,
-                        "".join(g.output for g in graded))
-    else:
-        result = _one(grader, sample, item, judge, limits, user)
+    (result,) = grade_many(grader, [model_sample], [item], judge=judge, limits=limits,
+                           user=user)
     result.execution_time = time.perf_counter() - started
     return result
 
 
-def _one(grader: StringCheckGrader | TextSimilarityGrader | PythonGrader | ScoreModelGrader,
-         sample: dict[str, Any], item: dict[str, Any], judge: Judge | None, limits: Limits,
-         user: tuple[int, int] | None) -> Graded:
+def grade_many(grader: Grader, samples: list[str], items: list[dict[str, Any]], *,
+               judge: Judge | None = None, limits: Limits = Limits(),
+               user: tuple[int, int] | None = None) -> list[Graded]:
+    """:func:`grade` of each ``(samples[i], items[i])``, in order: what a trainer's step
+    asks. A python grader (alone or in a ``multi``) grades the whole batch in one sandbox
+    process (~50 ms, where one a sample would take that each). Never raises for the user's
+    grader or data."""
+    if isinstance(grader, MultiGrader):
+        columns = [grade_many(sub, samples, items, judge=judge, limits=limits, user=user)
+                   for sub in grader.graders.values()]
+        return [_combined(grader, list(row)) for row in zip(*columns, strict=True)]
     if isinstance(grader, PythonGrader):
-        (scored,), output = run_python(grader.source, [{"sample": sample, "item": item}],
-                                       limits, user)
-        errors = {"python_grader_runtime_error": True,
-                  "python_grader_runtime_error_details": scored.error} if scored.error else {}
-        return Graded(grader.name, "python", scored.score, errors=errors, output=output)
+        rows = [{"sample": sample_namespace(sample), "item": item}
+                for sample, item in zip(samples, items, strict=True)]
+        scored, output = run_python(grader.source, rows, limits, user)
+        return [Graded(grader.name, "python", one.score, errors={
+                    "python_grader_runtime_error": True,
+                    "python_grader_runtime_error_details": one.error} if one.error else {},
+                    output=output) for one in scored]
+    return [_one(grader, sample_namespace(sample), item, judge)
+            for sample, item in zip(samples, items, strict=True)]
+
+
+def _combined(grader: MultiGrader, graded: list[Graded]) -> Graded:
+    """A ``multi`` grader's answer from its sub-graders' (in its ``graders``' order)."""
+    scores = {name: g.reward for name, g in zip(grader.graders, graded, strict=True)}
+    errors = {k: v for g in graded for k, v in g.errors.items()}
+    try:
+        reward = _formula(grader.calculate_output, scores)
+    except Exception as exc:  # the user's formula: simpleeval's refusals, 1 / 0, ...
+        errors.update(formula_parse_error=True, other_error_details=str(exc))
+        reward = 0.0
+    return Graded(grader.name, "multi", reward, scores, errors,
+                  "".join(dict.fromkeys(g.output for g in graded)))
+
+
+def _one(grader: StringCheckGrader | TextSimilarityGrader | ScoreModelGrader,
+         sample: dict[str, Any], item: dict[str, Any], judge: Judge | None) -> Graded:
     try:
         if isinstance(grader, ScoreModelGrader):
             return _score_model(grader, sample, item, judge)
