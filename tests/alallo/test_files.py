@@ -24,6 +24,14 @@ def lines(*rows: object) -> bytes:
         (lines({"messages": [{"role": "user", "content": "hi"},
                              {"role": "assistant", "content": "yo"}]}), "messages", 1),
         (b'\xef\xbb\xbf{"text": "bom"}\n\n{"text": "blank line above"}', "text", 2),
+        # OpenAI's RFT rows: the conversation ends before the answer; the grader's fields
+        (lines({"messages": [{"role": "developer", "content": "Be brief."},
+                             {"role": "user", "content": "Capital of France?"}],
+                "answer": "Paris"},
+               {"messages": [{"role": "user", "content": "Hi"},
+                             {"role": "assistant", "content": "Hello"},
+                             {"role": "user", "content": "And?"}], "answer": {"any": "json"}}),
+         "reinforcement", 2),
     ],
 )
 def test_valid_files_report_format_and_count(data: bytes, fmt: str, count: int) -> None:
@@ -49,6 +57,18 @@ def test_valid_files_report_format_and_count(data: bytes, fmt: str, count: int) 
                {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]}),
          'line 2: no assistant message: each conversation needs at least one message with role '
          '"assistant"'),
+        (lines({"messages": [{"role": "user", "content": "q"}]},
+               {"messages": [{"role": "user", "content": "q"},
+                             {"role": "assistant", "content": "a"}]}),
+         "line 2: the conversation ends with the assistant's answer: reinforcement data ends "
+         "before it"),
+        (lines({"messages": [{"role": "user", "content": "q"}]}, {"messages": []}),
+         'line 2: missing column "messages"'),
+        (lines({"messages": [{"role": "user", "content": "hi"},
+                             {"role": "assistant", "content": "yo"}]},
+               {"messages": [{"role": "developer", "content": "d"},
+                             {"role": "assistant", "content": "yo"}]}),
+         "line 2: messages[0].role must be one of assistant, system, tool, user"),
     ],
 )
 def test_bad_files_name_the_line(data: bytes, message: str) -> None:

@@ -78,7 +78,9 @@ def test_auto_and_whole_numbers_for_floats_are_taken() -> None:
      "method.supervised.hyperparameters.epochs"),
     ({"method": {"type": "dpo", "dpo": {"hyperparameters": {"beta": 0.1}}, "grader": {}}},
      "method.grader"),
-    ({"method": {"type": "reinforcement"}}, "method.type"),
+    ({"method": {"type": "reinforcement"}}, "method.reinforcement"),  # its grader is missing
+    ({"method": {"type": "reinforcement", "reinforcement": {"grader": {"type": "label_model"}}}},
+     "method.reinforcement.grader"),
     ({"method": {"type": "dpo", "supervised": {}}}, "method.supervised"),
     ({"training_method": {"method": "sft", "trainer": {"command": ["sh"]}}},
      "training_method.trainer"),

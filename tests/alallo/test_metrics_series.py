@@ -82,6 +82,26 @@ def test_the_series_has_a_row_per_step_and_a_resumed_run_replaces_its_steps() ->
                                   "valid_mean_token_accuracy"]
 
 
+def test_a_reinforcement_series_carries_the_rewards_and_each_graders_score_to_the_csv() -> None:
+    points = [
+        MetricsPoint(n=1, at=0, step=10, train_loss=0.01, reward=0.25, reward_std=0.1,
+                     scores={"exact": 0.0, "close": 0.5}),
+        MetricsPoint(n=2, at=0, step=10, valid_reward=0.3, scores={"valid.exact": 0.1}),
+        MetricsPoint(n=3, at=0, step=20, train_loss=0.02, reward=0.5, reward_std=0.2,
+                     scores={"exact": 0.25, "close": 0.75}),
+    ]
+    rows = series(points)
+    assert rows[0]["scores"] == {"exact": 0.0, "close": 0.5, "valid.exact": 0.1}
+    assert (rows[0]["reward"], rows[0]["valid_reward"], rows[1]["reward_std"]) == (0.25, 0.3, 0.2)
+    table = list(csv.DictReader(io.StringIO(metrics_csv(rows))))
+    assert list(table[0])[-6:] == ["train_reward", "train_reward_std", "valid_reward",
+                                   "score_close", "score_exact", "score_valid.exact"]
+    assert (table[1]["train_reward"], table[1]["score_close"], table[1]["valid_reward"]) == (
+        "0.5", "0.75", "")
+    supervised = metrics_csv(series([MetricsPoint(n=1, at=0, step=10, train_loss=1.0)]))
+    assert "reward" not in supervised  # other methods' results keep OpenAI's columns
+
+
 def test_the_estimate_counts_the_evaluations_time_and_not_their_price() -> None:
     from test_lifecycle import LOCAL
 

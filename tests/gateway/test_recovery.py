@@ -27,8 +27,10 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import trio
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.pool import NullPool
 from support import (
     EXAMPLES,
     Item,
@@ -36,6 +38,7 @@ from support import (
     Servers,
     follow_stream,
     job_of,
+    database_url_for,
     read_stream,
     upload,
     wait_exited,
@@ -281,6 +284,63 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
                          "the server restarted"]
     assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
     assert Path(final["fine_tuned_model_path"]).is_dir()
+
+
+async def test_kill_9_during_reinforcement_resumes_at_its_step_and_charges_each_step_once(
+        servers: Callable[..., Servers]) -> None:
+    # TRL's own resume of GRPO restarted at step 0 (huggingface/trl#3635): here it goes on.
+    group = servers(ALALLO_BUDGET_FACTOR="1000")
+    first = group.start()
+    rows = b"".join(b'{"messages": [{"role": "user", "content": "Say %d."}], "answer": "%d"}\n'
+                    % (i, i) for i in range(8))
+    grader = {"type": "text_similarity", "name": "close", "input": "{{ sample.output_text }}",
+              "reference": "{{ item.answer }}", "evaluation_metric": "fuzzy_match"}
+    async with connect(first) as client:
+        file = (await upload(client, content=rows, name="prompts.jsonl")).json()
+        created = await client.post("/v1/fine_tuning/jobs", json={
+            "model": "alallo/tiny-gpt2", "training_file": file["id"], "seed": 1, "method": {
+                "type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {
+                    "max_steps": 30, "batch_size": 2, "max_completion_tokens": 8}}}})
+        assert created.status_code == 200, created.text
+        job = created.json()
+    frozen, before = await crash_mid_run(
+        group, first, job["id"], lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
+        timeout=240)
+    checkpoint = frozen["checkpoint"]["step"]
+    assert frozen["status"] == "running" and frozen["progress"]["step"] < 30
+
+    second = group.start()
+    async with connect(second) as client:
+        with trio.fail_after(300):
+            after = await read_stream(client, job["id"], last_event_id=before[-1][1])
+            whole = await read_stream(client, job["id"], last_event_id=0)
+        rewarded = [row["step"] for row in (await client.get(
+            f"/v1/fine_tuning/jobs/{job['id']}/metrics")).json()["data"]
+            if row["reward"] is not None]
+    assert_gapless(before, after, whole)
+    final = after[-1][2]
+    assert final["status"] == "succeeded" and final["attempt"] == 2
+    assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
+    steps = [data["progress"]["step"] for kind, _, data in after if kind == "job"]
+    assert min(step for step in steps if step > 0) >= checkpoint, "not from step 0"
+    assert rewarded == [10, 20, 30]
+    charges = ledger(first.data_dir, job["id"])
+    assert [first for first, _ in charges] == [1] + [last + 1 for _, last in charges[:-1]]
+    assert charges[-1][1] == 30, "every step charged, each once"
+
+
+def ledger(data_dir: Path, job_id: str) -> list[tuple[int, int]]:
+    """The job's charged step ranges ``(first_step, last_step)`` in the store, in order."""
+    engine = sa.create_engine(database_url_for(data_dir)
+                              or f"sqlite:///{data_dir.resolve() / 'alallo.db'}",
+                              poolclass=NullPool)
+    try:
+        with engine.connect() as c:
+            return [(int(a), int(b)) for a, b in c.execute(sa.text(
+                "SELECT first_step, last_step FROM ledger WHERE job_id = :j AND kind = 'charge' "
+                "ORDER BY first_step"), {"j": job_id})]
+    finally:
+        engine.dispose()
 
 
 SIGTERM_IGNORING_TRAINER = textwrap.dedent("""

@@ -13,7 +13,15 @@ import openai
 import pytest
 from support import LiveServer
 
-from alallo.trainers.graders import GRADER, Limits, check, grade, run_python, similarity
+from alallo.trainers.graders import (
+    GRADER,
+    Limits,
+    check,
+    grade,
+    grade_many,
+    run_python,
+    similarity,
+)
 
 ITEM = {"answer": "Paris", "city": {"name": "Paris"}}
 
@@ -116,6 +124,24 @@ def test_the_python_grader_scores_with_the_users_function(
     scores, _ = run_python(source, [{"sample": {"output_text": t}, "item": {}}
                                     for t in ("aaaa", "ab", "b")], user=sandbox_user)
     assert [s.score for s in scores] == [1.0, 0.25, 0.0]
+
+
+@pytest.mark.unit
+def test_a_steps_answers_are_graded_in_one_sandbox_and_a_multis_formula_per_answer(
+        sandbox_user: tuple[int, int] | None) -> None:
+    pid = {"type": "python", "name": "pid", "source": "import os\ndef grade(sample, item):\n"
+                                                      "    return os.getpid()\n"}
+    grader = GRADER.validate_python({"type": "multi", "name": "m", "calculate_output":
+                                     "exact + 0 * pid", "graders": {"pid": pid, "exact": {
+                                         "type": "string_check", "name": "exact",
+                                         "input": "{{ sample.output_text }}",
+                                         "reference": "{{ item.answer }}", "operation": "eq"}}})
+    samples = [f"word {i}" for i in range(12)]
+    graded = grade_many(grader, samples, [{"answer": "word 3"}] * 12, user=sandbox_user)
+    assert [g.reward for g in graded] == [float(i == 3) for i in range(12)]
+    assert len({g.sub_rewards["pid"] for g in graded}) == 1, "one process for the batch"
+    assert [g.reward for g in graded] == [grade(grader, s, {"answer": "word 3"},
+                                                user=sandbox_user).reward for s in samples]
 
 
 HOSTILE = {  # the grader, and what its 0 must say (the sandbox stopped it, not a failed start)
