@@ -21,6 +21,16 @@ from alallo.cli._common import (
     price_range,
     print_json,
 )
+from alallo.cli._method import (
+    BetaOption,
+    ComputeMultiplierOption,
+    EvalIntervalOption,
+    EvalSamplesOption,
+    GraderOption,
+    MaxCompletionTokensOption,
+    MethodOption,
+    method_fields,
+)
 from alallo.client import HyperparameterFields
 
 __all__ = ["AdapterOption", "BatchSizeOption", "EpochsOption", "GoalOption",
@@ -69,6 +79,14 @@ def estimate(
     batch_size: BatchSizeOption = None,
     learning_rate: LearningRateOption = None,
     lora_rank: LoraRankOption = None,
+    validation_file: Annotated[str | None, typer.Option(help="A file id to evaluate on.")] = None,
+    method: MethodOption = None,
+    beta: BetaOption = None,
+    grader: GraderOption = None,
+    compute_multiplier: ComputeMultiplierOption = None,
+    eval_interval: EvalIntervalOption = None,
+    eval_samples: EvalSamplesOption = None,
+    max_completion_tokens: MaxCompletionTokensOption = None,
     trainer: TrainerOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
@@ -78,13 +96,23 @@ def estimate(
 
     ``--trainer simulated`` gives the estimate that ``jobs create --trainer
     simulated`` shows: the simulator's steps take far less time than real
-    training, so its time and price are lower.
+    training, so its time and price are lower. A reinforcement job's estimate
+    counts the answers it samples (``--compute-multiplier``,
+    ``--max-completion-tokens``), so give them as you would to ``jobs create``.
     """
+    grader_body, method_hyperparameters = method_fields(
+        method, grader, beta=beta, compute_multiplier=compute_multiplier,
+        eval_interval=eval_interval, eval_samples=eval_samples,
+        max_completion_tokens=max_completion_tokens)
     hyperparameters = hyperparameter_fields(epochs, max_steps, batch_size, learning_rate, lora_rank)
+    hyperparameters.update(method_hyperparameters)
     with open_client(url, api_key) as client:
         answer = client.estimate(
             model=model,
             training_file=training_file,
+            validation_file=validation_file,
+            method=method,
+            grader=grader_body,
             adapter=adapter,
             precision=precision,
             goal=goal,

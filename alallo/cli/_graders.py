@@ -21,7 +21,7 @@ from alallo.cli._common import (
     print_json,
 )
 
-__all__ = ["graders_app"]
+__all__ = ["graders_app", "read_json"]
 
 graders_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                           help="Try OpenAI's graders before a job uses them.")
@@ -30,7 +30,9 @@ GraderFile = Annotated[Path, typer.Argument(
     help="A grader as OpenAI's JSON, e.g. {\"type\": \"string_check\", ...}.")]
 
 
-def _read_json(path: Path, what: str) -> Any:
+def read_json(path: Path, what: str) -> Any:
+    """The JSON in the file ``path``; a file that cannot be read or holds no JSON ends the
+    command with one red line naming it and ``what`` it should hold."""
     try:
         return json.loads(path.read_text())
     except OSError as exc:
@@ -43,7 +45,7 @@ def _read_json(path: Path, what: str) -> Any:
 def validate(grader: GraderFile, url: UrlOption = None, api_key: ApiKeyOption = None,
              as_json: JsonOption = False) -> None:
     """Check a grader: the server says what is wrong, naming the field."""
-    body = _read_json(grader, "grader")
+    body = read_json(grader, "grader")
     with open_client(url, api_key) as client:
         checked = client.validate_grader(body)
     if as_json:
@@ -63,9 +65,9 @@ def run(grader: GraderFile,
         as_json: JsonOption = False) -> None:
     """Score a sample with a grader: the reward a job's trainer would use, and why a part
     scored 0."""
-    body = _read_json(grader, "grader")
+    body = read_json(grader, "grader")
     if item.startswith("@"):
-        row = _read_json(Path(item[1:]), "row")
+        row = read_json(Path(item[1:]), "row")
     else:
         try:
             row = json.loads(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -23,12 +24,18 @@ from alallo.cli._table import Column, fitted_table
 
 __all__ = ["metrics"]
 
-_COLUMNS = (("step", "Step", 0), ("train_loss", "Train loss", 0),
+_COLUMNS = (("step", "Step", 0), ("train_loss", "Train loss", 0), ("reward", "Reward", 0),
+            ("reward_std", "± Spread", 2), ("valid_reward", "Valid reward", 0),
             ("train_mean_token_accuracy", "Train acc.", 3), ("valid_loss", "Valid loss", 0),
             ("valid_mean_token_accuracy", "Valid acc.", 3), ("learning_rate", "LR", 2),
             ("grad_norm", "Grad norm", 4), ("tokens_per_s", "Tokens/s", 1),
             ("reward_accuracy", "Reward acc.", 2))
-"""The table's columns: the series' key, the header, and when it is left out (0: never)."""
+"""The table's columns: the series' key, the header, and when it is left out (0: never).
+A column no row has a value for is left out, so a supervised job shows no reward."""
+_KEPT = ("step", "train_loss", "reward", "valid_reward", "valid_loss")
+_REWARDS = ("reward", "reward_std", "valid_reward")
+"""A reinforcement job's figures: the CSV has them (and a ``score_<name>`` column per
+grader, as the job's results file) only when a row has a reward."""
 
 
 @jobs_app.command("metrics")
@@ -40,24 +47,34 @@ def metrics(
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a job's metrics, one row per logged or evaluated step: losses, accuracy, pace."""
+    """Show a job's metrics, one row per logged or evaluated step: losses, accuracy, pace;
+    a reinforcement job's reward, its spread and the validation reward."""
     with open_client(url, api_key) as client:
         rows = list(client.list_metrics(job_id, after=after)["data"])
     if as_json:
         print_json({"object": "list", "data": rows, "has_more": False})
         return
     if as_csv:
-        names = [key for key in (rows[0] if rows else {"step": 0}) if key != "object"]
-        writer = csv.DictWriter(sys.stdout, names, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        _write_csv(rows)
         return
     shown = [c for c in _COLUMNS if c[0] == "step" or any(r.get(c[0]) is not None for r in rows)]
-    columns = [Column(header, keep=key in ("step", "train_loss", "valid_loss"), drop=drop)
-               for key, header, drop in shown]
+    columns = [Column(header, keep=key in _KEPT, drop=drop) for key, header, drop in shown]
     out = console()
     out.print(fitted_table(out, columns, [[Text(_cell(row.get(key))) for key, _, _ in shown]
                                           for row in rows]))
+
+
+def _write_csv(rows: Sequence[Mapping[str, Any]]) -> None:
+    rewarded = any(row.get(key) is not None for row in rows for key in _REWARDS)
+    left_out = {"object", "scores"} | (set() if rewarded else set(_REWARDS))
+    names = [key for key in (rows[0] if rows else {"step": 0}) if key not in left_out]
+    graders = sorted({name for row in rows for name in (row.get("scores") or {})})
+    writer = csv.DictWriter(sys.stdout, names + [f"score_{name}" for name in graders],
+                            extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({**row, **{f"score_{name}": score
+                                for name, score in (row.get("scores") or {}).items()}}
+                     for row in rows)
 
 
 def _cell(value: Any) -> str:

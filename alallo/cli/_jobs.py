@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -47,6 +47,16 @@ from alallo.cli._estimate import (
     confirm,
     hyperparameter_fields,
 )
+from alallo.cli._method import (
+    BetaOption,
+    ComputeMultiplierOption,
+    EvalIntervalOption,
+    EvalSamplesOption,
+    GraderOption,
+    MaxCompletionTokensOption,
+    MethodOption,
+    method_fields,
+)
 from alallo.cli._table import Column, fitted_table
 from alallo.cli._watch import watch_job
 from alallo.client import Client
@@ -77,9 +87,13 @@ def create(
     learning_rate: LearningRateOption = None,
     lora_rank: LoraRankOption = None,
     validation_file: Annotated[str | None, typer.Option(help="A file id to evaluate on.")] = None,
-    method: Annotated[Literal["supervised", "dpo"] | None, typer.Option(
-        help="supervised (examples) or dpo (preference pairs).")] = None,
-    beta: Annotated[float | None, typer.Option(min=0.0, help="DPO's beta (default 0.1).")] = None,
+    method: MethodOption = None,
+    beta: BetaOption = None,
+    grader: GraderOption = None,
+    compute_multiplier: ComputeMultiplierOption = None,
+    eval_interval: EvalIntervalOption = None,
+    eval_samples: EvalSamplesOption = None,
+    max_completion_tokens: MaxCompletionTokensOption = None,
     name: Annotated[str | None, typer.Option(help="A name for the Jobs tab.")] = None,
     suffix: Annotated[
         str | None, typer.Option(help="Added to the fine-tuned model's name.")
@@ -96,22 +110,28 @@ def create(
 
     The estimate of time and price comes first, and on a terminal you are
     asked to confirm it (``--yes`` skips the question; scripts are not asked).
+    ``--method reinforcement`` trains on prompts, scoring the model's answers
+    with the grader of ``--grader FILE`` (OpenAI's JSON).
     """
+    grader_body, method_hyperparameters = method_fields(
+        method, grader, beta=beta, compute_multiplier=compute_multiplier,
+        eval_interval=eval_interval, eval_samples=eval_samples,
+        max_completion_tokens=max_completion_tokens)
     hyperparameters = hyperparameter_fields(epochs, max_steps, batch_size, learning_rate, lora_rank)
-    if beta is not None:
-        hyperparameters["beta"] = beta
+    hyperparameters.update(method_hyperparameters)
     with open_client(url, api_key) as client:
         if not as_json:
             quote = client.estimate(
                 model=model, training_file=training_file, validation_file=validation_file,
-                method=method, adapter=adapter, precision=precision, goal=goal,
-                hyperparameters=hyperparameters, trainer=trainer)
+                method=method, grader=grader_body, adapter=adapter, precision=precision,
+                goal=goal, hyperparameters=hyperparameters, trainer=trainer)
             confirm(quote, ask=not yes and sys.stdin.isatty(), trainer=trainer)
         job = client.create_job(
             model=model,
             training_file=training_file,
             validation_file=validation_file,
             method=method,
+            grader=grader_body,
             name=name,
             suffix=suffix,
             adapter=adapter,
@@ -313,7 +333,7 @@ def watch(
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Follow a job live until it ends: status, progress bar, loss, time left, log.
+    """Follow a job live until it ends: status, progress bar, loss (and reward), time left, log.
 
     Exits with 1 if the job failed.
     """

@@ -46,7 +46,8 @@ def watch_job(client: Client, job_id: str, *, console: Console | None = None) ->
     """Follow a job until its stream ends, drawing its progress as it goes.
 
     On a terminal it shows a live bar (status and message, ``step/max_steps``,
-    percent, the latest loss, the time left) and prints each log line above
+    percent, the latest loss, a reinforcement job's latest reward, the time
+    left) and prints each log line above
     it as it arrives, so the loss every 10 steps scrolls by, and each event
     dimmed. Elsewhere (pipes, CI, tests) it prints the same lines plainly,
     plus one line per change of status or message, and no control characters.
@@ -91,6 +92,7 @@ class _View:
         self._console = console
         self._state: tuple[Any, Any] | None = None
         self._losses: list[float] = []
+        self._reward: float | None = None
         self._progress: Progress | None = None
         if console.is_terminal and not console.is_dumb_terminal:
             self._progress = Progress(
@@ -146,14 +148,18 @@ class _View:
             self._progress.update(self._task, loss=f"loss {loss.group(1)}")  # no metrics lines
 
     def show_metrics(self, point: dict[str, Any]) -> None:
-        """A training loss: beside the bar, with the sparkline of the recent ones."""
-        loss = point.get("train_loss")
-        if not isinstance(loss, int | float):
-            return
-        self._losses = [*self._losses, float(loss)][-SPARK_POINTS:]
-        if self._progress is not None:
-            self._progress.update(self._task,
-                                  loss=f"loss {loss:.4f} {sparkline(self._losses)}")
+        """A training loss: beside the bar, with the sparkline of the recent ones; and a
+        reinforcement job's latest reward after it (what the job is taught to raise)."""
+        loss, reward = point.get("train_loss"), point.get("reward")
+        if isinstance(loss, int | float):
+            self._losses = [*self._losses, float(loss)][-SPARK_POINTS:]
+        if isinstance(reward, int | float):
+            self._reward = float(reward)
+        if self._progress is not None and (self._losses or self._reward is not None):
+            parts = [f"loss {self._losses[-1]:.4f} {sparkline(self._losses)}"
+                     if self._losses else "",
+                     f"reward {self._reward:.4f}" if self._reward is not None else ""]
+            self._progress.update(self._task, loss=" ".join(part for part in parts if part))
 
     def show_event(self, event: dict[str, Any]) -> None:
         kind = event.get("alallo_type") or event.get("type", "")  # alallo's kind: JOB_START...

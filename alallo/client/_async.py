@@ -24,15 +24,16 @@ from alallo.client._calls import (
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
-from alallo.client._graders import AsyncGraders
 from alallo.client._drivers import AsyncDriver
+from alallo.client._graders import AsyncGraders
+from alallo.client._permissions import AsyncPermissions
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(AsyncGraders):
+class AsyncClient(AsyncGraders, AsyncPermissions):
     """A connection to one alallo server, on behalf of one account, for async code.
 
     The same methods as :class:`alallo.client.Client` (each documented
@@ -130,26 +131,6 @@ class AsyncClient(AsyncGraders):
     async def get_model(self, model: str) -> api.Model:
         """One model (:meth:`Client.get_model`)."""
         return await self._driver.run(self._calls.get_model(model))
-
-    async def share_checkpoint(self, checkpoint: str,
-                               accounts: list[str]) -> api.CheckpointPermissionList:
-        """Share a checkpoint model with other accounts (:meth:`Client.share_checkpoint`)."""
-        return await self._driver.run(self._calls.share_checkpoint(checkpoint, accounts))
-
-    async def list_checkpoint_permissions(
-            self, checkpoint: str, *, account: str | None = None, after: str | None = None,
-            limit: int | None = None, order: str | None = None,
-    ) -> api.CheckpointPermissionList:
-        """A page of a checkpoint model's permissions
-        (:meth:`Client.list_checkpoint_permissions`)."""
-        return await self._driver.run(self._calls.list_checkpoint_permissions(
-            checkpoint, account, after, limit, order))
-
-    async def delete_checkpoint_permission(
-            self, checkpoint: str, permission_id: str) -> api.CheckpointPermissionDeleted:
-        """Revoke a permission (:meth:`Client.delete_checkpoint_permission`)."""
-        return await self._driver.run(self._calls.delete_checkpoint_permission(
-            checkpoint, permission_id))
 
     async def download_model(self, model: str, directory: str | os.PathLike[str], *,
                              merged: bool = False, progress: Progress | None = None) -> Path:

@@ -38,6 +38,19 @@ class HyperparameterFields(TypedDict, total=False):
     checkpoint)."""
     beta: float | None
     """DPO's beta (``method="dpo"`` only)."""
+    compute_multiplier: float | None
+    """Reinforcement only: how much exploring each prompt gets; the answers sampled per
+    prompt in a step are 4 × this (0.5 to 8, default 1)."""
+    eval_interval: int | None
+    """Reinforcement only, with a ``validation_file``: grade answers to its prompts every
+    this many steps (default: at each checkpoint)."""
+    eval_samples: int | None
+    """Reinforcement only: answers sampled per validation prompt at each evaluation."""
+    reasoning_effort: Literal["default", "low", "medium", "high"] | None
+    """Reinforcement only (OpenAI's): the models here do not reason first, so only
+    ``"default"`` is taken."""
+    max_completion_tokens: int | None
+    """Reinforcement only: the longest answer sampled, in tokens (default 128)."""
 
 
 class JobSpecFields(TypedDict, total=False):
@@ -55,8 +68,14 @@ class JobSpecFields(TypedDict, total=False):
     """An uploaded file to evaluate on."""
     name: str | None
     """A name to show in the Jobs tab."""
-    method: Literal["supervised", "dpo"] | None
-    """Supervised fine-tuning on examples, or DPO on preference pairs."""
+    method: Literal["supervised", "dpo", "reinforcement"] | None
+    """Supervised fine-tuning on examples, DPO on preference pairs, or reinforcement
+    fine-tuning (OpenAI's RFT) on prompts, whose answers ``grader`` scores."""
+    grader: JsonObject | None
+    """With ``method="reinforcement"`` (and needed there): OpenAI's grader, as its JSON
+    object, e.g. ``{"type": "string_check", "name": "exact", "input": "{{ sample.output_text
+    }}", "reference": "{{ item.answer }}", "operation": "eq"}``. A dict, not a path: read a
+    file with ``json.load`` (``validate_grader`` checks one before a job pays for it)."""
     early_stopping: JsonObject | None
     """``{"patience": N, "min_delta": x}``: stop when the validation loss stops improving."""
     from_checkpoint: str | None

@@ -24,15 +24,16 @@ from alallo.client._calls import (
     Calls,
 )
 from alallo.client._download import ModelDownload, Progress
-from alallo.client._graders import SyncGraders
 from alallo.client._drivers import SyncDriver
+from alallo.client._graders import SyncGraders
+from alallo.client._permissions import SyncPermissions
 from alallo.client._spec import JobSpecFields
 from alallo.client._stream import StreamItem
 
 __all__ = ["Client"]
 
 
-class Client(SyncGraders):
+class Client(SyncGraders, SyncPermissions):
     """A connection to one alallo server, on behalf of one account (blocking calls).
 
     Use it as a context manager, or call :meth:`close`::
@@ -146,31 +147,6 @@ class Client(SyncGraders):
         :class:`~alallo.NotFound` for any other."""
         return self._driver.run(self._calls.get_model(model))
 
-    def share_checkpoint(self, checkpoint: str,
-                         accounts: list[str]) -> api.CheckpointPermissionList:
-        """Share a checkpoint model (``ft:…:ckpt-step-N``) with other accounts (ids): they
-        may chat with it and train from it, nothing else. Returns a permission per account.
-        Raises :class:`~alallo.NotFound` (no such checkpoint model of the account) or
-        :class:`~alallo.InvalidRequest` (an id that is no account here, or its own)."""
-        return self._driver.run(self._calls.share_checkpoint(checkpoint, accounts))
-
-    def list_checkpoint_permissions(self, checkpoint: str, *, account: str | None = None,
-                                    after: str | None = None, limit: int | None = None,
-                                    order: str | None = None,
-                                    ) -> api.CheckpointPermissionList:
-        """One page of a checkpoint model's permissions, newest first unless ``order`` is
-        ``ascending``; ``account``: only the permission of that account; ``after``: the last
-        permission id of the previous page."""
-        return self._driver.run(self._calls.list_checkpoint_permissions(
-            checkpoint, account, after, limit, order))
-
-    def delete_checkpoint_permission(self, checkpoint: str,
-                                     permission_id: str) -> api.CheckpointPermissionDeleted:
-        """Revoke a permission (``cp_…``): its account can no longer use the checkpoint.
-        Raises :class:`~alallo.NotFound` for no such checkpoint model or permission."""
-        return self._driver.run(self._calls.delete_checkpoint_permission(
-            checkpoint, permission_id))
-
     def download_model(self, model: str, directory: str | os.PathLike[str], *,
                        merged: bool = False,
                        progress: Progress | None = None) -> Path:
@@ -188,6 +164,7 @@ class Client(SyncGraders):
         with self._http.stream("GET", download.url, params=download.params,
                                headers=download.headers(self._calls.auth_headers())) as response:
             return download.save(response, progress)
+
     def list_trainers(self) -> api.TrainerList:
         """The trainers a job may name: ``name``, ``description``, ``built_in``."""
         return self._driver.run(self._calls.list_trainers())
@@ -226,6 +203,9 @@ class Client(SyncGraders):
         Args:
             **spec: The job spec (:class:`JobSpecFields`); ``model`` and ``training_file``
                 are required, everything else has a server default.
+                ``method="reinforcement"`` also needs ``grader``, OpenAI's grader as a
+                dict; its hyperparameters (``compute_multiplier``, ``eval_interval``,
+                ``eval_samples``, ``max_completion_tokens``) go in ``hyperparameters``.
 
         Returns:
             The job, a :class:`~alallo.FineTuningJob` (a plain dict).
@@ -313,8 +293,9 @@ class Client(SyncGraders):
         Each row has ``step``, ``epoch``, ``train_loss``, ``train_mean_token_accuracy``,
         ``learning_rate``, ``grad_norm``, ``tokens_per_s``, ``valid_loss``,
         ``valid_mean_token_accuracy``, ``full_valid_loss``,
-        ``full_valid_mean_token_accuracy`` (and DPO's ``reward_accuracy``,
-        ``reward_margin``): None where not measured at that step.
+        ``full_valid_mean_token_accuracy``, DPO's ``reward_accuracy`` and ``reward_margin``,
+        reinforcement's ``reward``, ``reward_std``, ``valid_reward`` and ``scores`` (each
+        grader's mean score, by name): None where not measured at that step.
         """
         return self._driver.run(self._calls.list_metrics(job_id, after, limit))
 
