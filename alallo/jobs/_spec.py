@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..trainers.graders import Grader, MultiGrader, ScoreModelGrader, check
+from ..trainers.graders import Grader, check
 from ._hyperparameters import LORA_ONLY, REINFORCEMENT_ONLY, REQUEST, Hyperparameters
 from ._metadata import check_metadata
 from ._method_forms import OpenAIMethod, TogetherMethod, unfold_method_forms
@@ -211,8 +211,9 @@ class JobSpec(BaseModel):
     GRPO, Shao et al. 2024) on prompts, with ``grader`` scoring the model's answers."""
     grader: Grader | None = Field(default=None, validate_default=True)
     """Reinforcement only, and needed there: OpenAI's grader (``string_check``,
-    ``text_similarity``, ``python``, ``multi``), the reward of each answer; given in OpenAI's
-    form as ``method.reinforcement.grader``."""
+    ``text_similarity``, ``python``, ``score_model``, ``multi``), the reward of each answer;
+    given in OpenAI's form as ``method.reinforcement.grader``. A ``score_model`` grader's
+    model must be a base model on the server (checked when the job is created)."""
     adapter: Literal["lora", "full"] = "lora"
     precision: Literal["16-bit", "4-bit"] = "16-bit"
     goal: Literal["lowest_cost", "fastest_finish"] = "lowest_cost"
@@ -266,12 +267,6 @@ class JobSpec(BaseModel):
             raise PydanticCustomError(
                 "missing_grader", "method reinforcement needs a grader: the one that scores "
                 "the model's answers (method.reinforcement.grader)")
-        subs = value.graders.values() if isinstance(value, MultiGrader) else (value,)
-        if any(isinstance(sub, ScoreModelGrader) for sub in subs):
-            raise PydanticCustomError(
-                "score_model_in_training",
-                "score_model graders run through graders/run, not in training here yet: "
-                "train with string_check, text_similarity, python or multi graders of them")
         try:
             check(value)
         except ValueError as exc:

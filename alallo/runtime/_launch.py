@@ -25,6 +25,7 @@ from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
 from ..trainers import TrainerConfig, WandbConfig
 from ..trainers._pause import PAUSE_FILE, PAUSE_FILE_ENV
+from ..trainers.graders import judge_models
 
 __all__ = ["COMMANDS_NOT_ALLOWED", "FAILURE_SWITCH_NOT_ALLOWED", "KEPT_CHECKPOINTS",
            "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "failure_switch_refusal", "launch",
@@ -170,6 +171,8 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         method=spec.method,
         beta=hp.get("beta", 0.1),
         grader=spec.grader.model_dump(exclude_none=True) if spec.grader else None,
+        judges={name: str(_local_dir(settings, catalogue, name))
+                for name in (judge_models(spec.grader) if spec.grader else ())},
         num_generations=hp.get("num_generations", 4),
         max_completion_length=hp.get("max_completion_tokens", 128),
         eval_samples=hp.get("eval_samples", 1),
@@ -184,6 +187,13 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
         wandb=wandb,
     )
+
+
+def _local_dir(settings: Settings, catalogue: Catalogue, name: str) -> Path:
+    """Where a base model of the catalogue is on this server (a ``score_model`` judge's,
+    checked at create: :meth:`~alallo.runtime._planning.Planning._check_judges`)."""
+    model = catalogue.resolve(name)
+    return model.local_path or settings.models_dir.resolve() / name.replace("/", "--")
 
 
 def _pinned(catalogue: Catalogue, name: str, revision: str | None) -> CatalogueModel:

@@ -42,6 +42,7 @@ from ..jobs import (
 )
 from ..settings import Settings
 from ..store import FileRow, Store
+from ..trainers.graders import Grader, judge_models
 from ._data_fit import DataFit
 from ._serving import SERVING
 from ._starting_weights import GetJob, starting_weights
@@ -111,6 +112,26 @@ class Planning:
         decided by this server's pool."""
         self._catalogue.cached_hub_models()  # known from now on, listed after the built-in
         return [replace(m, runnable_here=self._runnable(m)) for m in self._catalogue.list()]
+
+    def _check_judges(self, grader: Grader) -> None:
+        """Each model a ``score_model`` grader asks is a base model with its weights on this
+        server: the trainer loads it beside the model it trains (a fine-tuned model judges
+        through ``graders/run`` only).
+
+        Raises:
+            InvalidRequest: a judge that is no such model (``param="grader"``).
+        """
+        for name in judge_models(grader):
+            try:
+                model = self.model(name)
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"the score_model grader's model: {exc.message}; in "
+                                     "training, the judge is a base model of this server "
+                                     "(GET /v1/models)", param="grader") from None
+            if model.on_hub or not model.weights_here:
+                raise InvalidRequest(f"the score_model grader's model {name} has no weights "
+                                     "on this server yet: train a job on it first (its weights "
+                                     "are downloaded then)", param="grader")
 
     def model(self, name: str) -> CatalogueModel:
         """The model a job names (:meth:`~alallo.capacity.Catalogue.resolve`).
@@ -214,6 +235,8 @@ class Planning:
             raise InvalidRequest(f"no training file {spec.training_file!r}",
                                  param="training_file")
         _suits_the_method(spec, file, "training_file")
+        if spec.grader is not None:
+            self._check_judges(spec.grader)
         validation = None
         if spec.validation_file:
             validation = await self._store.get_file(account_id, spec.validation_file)

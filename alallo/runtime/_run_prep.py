@@ -70,7 +70,8 @@ def _brought_in(config: TrainerConfig, workdir: Path,
                 jobs_dir: Path) -> tuple[TrainerConfig, dict[Path, Path], list[Path]]:
     """``config`` reading its uploads, and what it starts from in another job's directory,
     from its own ``inputs/``; what to link there, as ``{link: source}``; and the server's
-    model folders it reads where they are."""
+    model folders it reads where they are (the one it trains, and its ``score_model``
+    graders' judges)."""
     inputs: dict[Path, Path] = {}
     opened: list[Path] = []
     update: dict[str, str] = {}
@@ -86,6 +87,8 @@ def _brought_in(config: TrainerConfig, workdir: Path,
             update[field] = str(link)
         elif field == "model" and source.is_dir() and not source.is_relative_to(workdir):
             opened.append(source)  # (the built-in model, not built yet: the trainer builds it)
+    opened += [Path(path) for path in config.judges.values()  # score_model graders' models
+               if os.path.isabs(path) and Path(path).is_dir() and Path(path) not in opened]
     return config.model_copy(update=update), inputs, opened
 
 

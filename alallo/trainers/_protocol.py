@@ -90,6 +90,10 @@ class TrainerConfig(BaseModel):
     """DPO's beta (the KL penalty's weight); unused by the other methods."""
     grader: dict[str, Any] | None = None
     """Reinforcement: OpenAI's grader (:mod:`alallo.trainers.graders`), as JSON."""
+    judges: dict[str, str] = Field(default_factory=dict)
+    """Reinforcement: the models ``score_model`` graders ask, by name, each a local model
+    directory the trainer loads beside the one it trains (the built-in ones built there
+    first, as ``model`` is)."""
     num_generations: int = Field(default=4, ge=2)
     """Reinforcement: answers sampled per prompt in a step (GRPO's group)."""
     max_completion_length: int = Field(default=128, gt=0)

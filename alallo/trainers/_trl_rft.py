@@ -27,7 +27,8 @@ from ._protocol import Log, TrainerConfig
 from ._ranks import world_size
 from ._trl_fit import LINE
 from ._trl_report import ProtocolOut
-from .graders import GRADER, Graded, grade_many
+from ._trl_judge import LocalJudge
+from .graders import GRADER, Graded, Judge, grade_many
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
@@ -56,14 +57,17 @@ class GraderReward:
         out: where the log lines of failed grades go.
         training: whether the trainer is training now (False: evaluating), read when it
             scores, so that the two are gathered apart.
+        judge: answers ``score_model`` graders (:class:`~alallo.trainers._trl_judge.LocalJudge`).
     """
 
     __name__ = "grader"  # TRL logs a reward function's figures under its name
 
     def __init__(self, grader: dict[str, Any], out: ProtocolOut,
-                 training: Callable[[], bool] = lambda: True) -> None:
+                 training: Callable[[], bool] = lambda: True, judge: Judge | None = None,
+                 ) -> None:
         self.grader = GRADER.validate_python(grader)
         self.training = training
+        self._judge = judge
         self._out = out
         self._sums: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
         self._reported: set[tuple[int, str]] = set()
@@ -72,7 +76,8 @@ class GraderReward:
                  **columns: Any) -> list[float]:
         texts = [_text(completion) for completion in completions]
         lines = columns.get(LINE) or [0] * len(texts)
-        graded = grade_many(self.grader, texts, [json.loads(row) for row in item])
+        graded = grade_many(self.grader, texts, [json.loads(row) for row in item],
+                            judge=self._judge)
         sums = self._sums[self.training()]
         for one in graded:
             for name, score in (one.sub_rewards or {self.grader.name: one.reward}).items():
@@ -143,7 +148,8 @@ def grpo_trainer(config: TrainerConfig, model: Any, tokenizer: Any,
         args |= dict(num_generations_eval=config.eval_samples,
                      per_device_eval_batch_size=max(1, config.batch_size // ranks)
                      * config.eval_samples)
-    reward = GraderReward(config.grader or {}, out)
+    judge = LocalJudge(config.judges, out, model.device) if config.judges else None
+    reward = GraderReward(config.grader or {}, out, judge=judge)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=GRPOConfig(**args),
                           train_dataset=dataset, eval_dataset=eval_dataset,
                           processing_class=tokenizer, peft_config=peft_config,

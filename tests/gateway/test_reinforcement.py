@@ -169,9 +169,9 @@ async def test_a_grader_that_fails_on_some_lines_scores_them_0_and_the_log_names
     ({"method": {"type": "reinforcement"}}, "method.reinforcement",
      "method reinforcement needs method.reinforcement.grader"),
     ({"method": {"type": "reinforcement", "reinforcement": {"grader": {
-        "type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
+        "type": "score_model", "name": "judge", "model": "alallo/no-such-model",
         "input": [{"role": "user", "content": "{{ sample.output_text }}"}]}}}},
-     "grader", "score_model graders run through graders/run"),
+     "grader", "the score_model grader's model: 'alallo/no-such-model' is not in"),
     ({"method": {"type": "reinforcement", "reinforcement": {"grader": {
         "type": "python", "name": "p", "source": "def score(sample, item): return 1"}}}},
      "grader", "grader.source: it defines no function grade(sample, item)"),
@@ -232,3 +232,41 @@ async def test_the_estimate_counts_the_sampled_answers(client: httpx.AsyncClient
     base = await minutes()
     assert await minutes(compute_multiplier=2) > base  # twice the answers a prompt
     assert await minutes(max_completion_tokens=512) > base  # longer answers
+
+
+async def test_a_score_model_grader_judges_with_a_base_model_of_the_server(
+        client: httpx.AsyncClient) -> None:
+    training = (await upload(client, content=prompts(4), name="prompts.jsonl")).json()
+    judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
+             "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 8},
+             "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
+    created = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
+            "type": "reinforcement", "reinforcement": {"grader": judge, "hyperparameters": {
+                "max_steps": 2, "batch_size": 2, "max_completion_tokens": 8}}}})
+    assert created.status_code == 200, created.text
+    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
+                             timeout=300)
+    assert job["status"] == "succeeded", (job["message"], job["error"])
+    log = await log_of(client, job["id"])
+    assert "Loading alallo/tiny-gpt2 to judge the answers (score_model)" in log
+    assert len(rewards(log)) == 1 and 0 <= rewards(log)[0] <= 9, log
+
+
+async def test_graders_run_scores_with_the_judge_as_the_trainer_does(
+        client: httpx.AsyncClient, live_server: LiveServer) -> None:
+    from alallo.trainers._trl_judge import LocalJudge
+    from alallo.trainers.graders import GRADER, grade
+
+    judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
+             "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 12},
+             "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
+    local = LocalJudge({"alallo/tiny-gpt2": str(live_server.data_dir / "models"
+                                                / "alallo--tiny-gpt2")}, print, "cpu")
+    for sample in ("word 1", "a longer answer, 42", "???"):
+        served = (await client.post("/v1/fine_tuning/alpha/graders/run", json={
+            "grader": judge, "model_sample": sample, "item": {}})).json()
+        trained = await trio.to_thread.run_sync(
+            lambda: grade(GRADER.validate_python(judge), sample, {}, judge=local))
+        assert served["reward"] == trained.reward, (sample, served, trained)
+        assert served["metadata"]["errors"] == trained.as_run()["metadata"]["errors"]

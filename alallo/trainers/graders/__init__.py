@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._spec import StringCheckGrader as StringCheckGrader
     from ._spec import SubGrader as SubGrader
     from ._spec import TextSimilarityGrader as TextSimilarityGrader
+    from ._spec import judge_models as judge_models
 
 _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Graded": ("._grade", "Graded"),
@@ -59,12 +60,13 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "StringCheckGrader": ("._spec", "StringCheckGrader"),
     "SubGrader": ("._spec", "SubGrader"),
     "TextSimilarityGrader": ("._spec", "TextSimilarityGrader"),
+    "judge_models": ("._spec", "judge_models"),
 }
 
 __all__ = ["GRADER", "Graded", "Grader", "GraderRunRequest", "GraderValidateRequest",
            "Judge", "Limits", "MultiGrader", "PythonGrader", "PythonScore",
            "ScoreModelGrader", "StringCheckGrader", "SubGrader", "TextSimilarityGrader",
-           "check", "grade", "grade_many", "run_python", "sample_namespace",
+           "check", "grade", "grade_many", "judge_models", "run_python", "sample_namespace",
            "similarity"]
 
 __getattr__, __dir__ = lazy_names(__name__, _ORIGINS, __all__)

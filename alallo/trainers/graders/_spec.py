@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 __all__ = ["GRADER", "Grader", "GraderRunRequest", "GraderValidateRequest", "MultiGrader", "PythonGrader", "ScoreModelGrader",
-           "StringCheckGrader", "SubGrader", "TextSimilarityGrader"]
+           "StringCheckGrader", "SubGrader", "TextSimilarityGrader", "judge_models"]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
@@ -108,6 +108,13 @@ class GraderRunRequest(BaseModel):
     grader: Grader
     model_sample: str
     item: dict[str, Any] = Field(default_factory=dict)
+
+
+def judge_models(grader: Any) -> list[str]:
+    """The models a grader's ``score_model`` graders ask (itself, or a ``multi``'s
+    sub-graders), each once, in order."""
+    subs = grader.graders.values() if isinstance(grader, MultiGrader) else (grader,)
+    return list(dict.fromkeys(sub.model for sub in subs if isinstance(sub, ScoreModelGrader)))
 
 
 GRADER: TypeAdapter[Any] = TypeAdapter(Grader)
