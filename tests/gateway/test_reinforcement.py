@@ -137,16 +137,25 @@ async def test_a_string_check_job_through_the_openai_sdk(
     assert run.reward == 1.0  # what the trainer scores a right answer
 
 
+FAILING = {  # a python grader failing on the rows whose n is 0, and the reason it gives
+    "raises": ("def grade(sample, item):\n    return 1 / item['n']\n",
+               "ZeroDivisionError: division by zero"),
+    "reads /etc/passwd": ("def grade(sample, item):\n"
+                          "    return 1 if item['n'] else len(open('/etc/passwd').read())\n",
+                          "PermissionError: [Errno 13] Permission denied: '/etc/passwd'"),
+}
+
+
+@pytest.mark.parametrize("failing", sorted(FAILING))
 async def test_a_grader_that_fails_on_some_lines_scores_them_0_and_the_log_names_them(
-        client: httpx.AsyncClient) -> None:
+        client: httpx.AsyncClient, failing: str) -> None:
+    source, reason = FAILING[failing]
     rows = b"".join(json.dumps({"messages": [{"role": "user", "content": f"Count {n}."}],
                                 "n": n}).encode() + b"\n" for n in (1, 0, 2, 0))
     training = (await upload(client, content=rows, name="counting.jsonl")).json()
     grader = {"type": "multi", "name": "both", "calculate_output": "exact + inverse",
               "graders": {"exact": {**EXACT, "reference": "{{ item.n }}"},
-                          "inverse": {"type": "python", "name": "inverse",
-                                      "source": "def grade(sample, item):\n"
-                                                "    return 1 / item['n']\n"}}}
+                          "inverse": {"type": "python", "name": "inverse", "source": source}}}
     created = await client.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
             "type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {
@@ -157,9 +166,8 @@ async def test_a_grader_that_fails_on_some_lines_scores_them_0_and_the_log_names
     assert job["status"] == "succeeded", (job["message"], job["error"])
     log = await log_of(client, job["id"])
     failed = sorted(line for line in log if "the grader scored an answer 0" in line)
-    assert failed == [
-        "Line 2: the grader scored an answer 0: ZeroDivisionError: division by zero",
-        "Line 4: the grader scored an answer 0: ZeroDivisionError: division by zero"], log
+    assert failed == [f"Line {line}: the grader scored an answer 0: {reason}"
+                      for line in (2, 4)], log
     last = [line for line in log if ": reward " in line][-1]
     assert "; graders: exact 0.0000, inverse " in last, last
 
