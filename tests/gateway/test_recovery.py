@@ -22,6 +22,7 @@ import signal
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -252,22 +253,38 @@ async def test_kill_9_mid_training_resumes_from_the_checkpoint_and_loses_nothing
 
 
 @pytest.mark.once_on_postgres  # its subject is TRL's resume; kill -9 on each backend: above
-async def test_kill_9_during_real_training_resumes_the_trl_run(
-        servers: Callable[..., Servers]) -> None:
+@dataclass
+class Resumed:
+    """A real training job killed with its server mid-run, and its end on the next server."""
+
+    job_id: str
+    checkpoint: int
+    """The step of the checkpoint it resumed from."""
+    before: list[Item]
+    after: list[Item]
+    whole: list[Item]
+    events: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+    data_dir: Path
+
+
+async def kill_9_mid_training(servers: Callable[..., Servers], body: dict[str, Any],
+                              training_data: bytes) -> Resumed:
+    """Create the job ``body`` on ``training_data``, ``kill -9`` its server once it saved a
+    checkpoint at step 10 or later, and follow it to its end on the next server."""
     group = servers(ALALLO_BUDGET_FACTOR="1000")
     first = group.start()
     async with connect(first) as client:
-        file = (await upload(client, EXAMPLES / "sample.jsonl")).json()
-        created = await client.post("/v1/fine_tuning/jobs", json={
-            "model": "alallo/tiny-gpt2", "training_file": file["id"],
-            "hyperparameters": {"max_steps": 50, "batch_size": 4}, "seed": 1})
+        file = (await upload(client, content=training_data, name="train.jsonl")).json()
+        created = await client.post("/v1/fine_tuning/jobs",
+                                    json={**body, "training_file": file["id"], "seed": 1})
         assert created.status_code == 200, created.text
         job = created.json()
     frozen, before = await crash_mid_run(
         group, first, job["id"], lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
         timeout=240)
-    checkpoint = frozen["checkpoint"]["step"]
-    assert frozen["status"] == "running" and frozen["progress"]["step"] < 50
+    assert frozen["status"] == "running"
+    assert frozen["progress"]["step"] < frozen["progress"]["max_steps"]
 
     second = group.start()
     async with connect(second) as client:
@@ -275,56 +292,45 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
             after = await read_stream(client, job["id"], last_event_id=before[-1][1])
             whole = await read_stream(client, job["id"], last_event_id=0)
         events = await all_events(client, job["id"])
+        metrics = (await client.get(f"/v1/fine_tuning/jobs/{job['id']}/metrics")).json()
     assert_gapless(before, after, whole)
-    final = after[-1][2]
+    return Resumed(job["id"], frozen["checkpoint"]["step"], before, after, whole, events,
+                   metrics["data"], first.data_dir)
+
+
+async def test_kill_9_during_real_training_resumes_the_trl_run(
+        servers: Callable[..., Servers]) -> None:
+    run = await kill_9_mid_training(servers, {
+        "model": "alallo/tiny-gpt2", "hyperparameters": {"max_steps": 50, "batch_size": 4}},
+        (EXAMPLES / "sample.jsonl").read_bytes())
+    final = run.after[-1][2]
     assert final["status"] == "succeeded" and final["attempt"] == 2
     assert final["progress"]["step"] == 50
-    restarted = [e["message"] for e in events if e["alallo_type"] == "JOB_RESTARTED"]
-    assert restarted == [f"Job restarted from the checkpoint at step {checkpoint}: "
+    restarted = [e["message"] for e in run.events if e["alallo_type"] == "JOB_RESTARTED"]
+    assert restarted == [f"Job restarted from the checkpoint at step {run.checkpoint}: "
                          "the server restarted"]
-    assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
+    assert resumed_lines(run.whole) == [f"Resuming from checkpoint at step {run.checkpoint}"]
     assert Path(final["fine_tuned_model_path"]).is_dir()
 
 
 async def test_kill_9_during_reinforcement_resumes_at_its_step_and_charges_each_step_once(
         servers: Callable[..., Servers]) -> None:
     # TRL's own resume of GRPO restarted at step 0 (huggingface/trl#3635): here it goes on.
-    group = servers(ALALLO_BUDGET_FACTOR="1000")
-    first = group.start()
-    rows = b"".join(b'{"messages": [{"role": "user", "content": "Say %d."}], "answer": "%d"}\n'
-                    % (i, i) for i in range(8))
     grader = {"type": "text_similarity", "name": "close", "input": "{{ sample.output_text }}",
               "reference": "{{ item.answer }}", "evaluation_metric": "fuzzy_match"}
-    async with connect(first) as client:
-        file = (await upload(client, content=rows, name="prompts.jsonl")).json()
-        created = await client.post("/v1/fine_tuning/jobs", json={
-            "model": "alallo/tiny-gpt2", "training_file": file["id"], "seed": 1, "method": {
-                "type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {
-                    "max_steps": 30, "batch_size": 2, "max_completion_tokens": 8}}}})
-        assert created.status_code == 200, created.text
-        job = created.json()
-    frozen, before = await crash_mid_run(
-        group, first, job["id"], lambda j: (j["checkpoint"] or {}).get("step", 0) >= 10,
-        timeout=240)
-    checkpoint = frozen["checkpoint"]["step"]
-    assert frozen["status"] == "running" and frozen["progress"]["step"] < 30
-
-    second = group.start()
-    async with connect(second) as client:
-        with trio.fail_after(300):
-            after = await read_stream(client, job["id"], last_event_id=before[-1][1])
-            whole = await read_stream(client, job["id"], last_event_id=0)
-        rewarded = [row["step"] for row in (await client.get(
-            f"/v1/fine_tuning/jobs/{job['id']}/metrics")).json()["data"]
-            if row["reward"] is not None]
-    assert_gapless(before, after, whole)
-    final = after[-1][2]
+    run = await kill_9_mid_training(servers, {
+        "model": "alallo/tiny-gpt2", "method": {
+            "type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {
+                "max_steps": 30, "batch_size": 2, "max_completion_tokens": 8}}}},
+        b"".join(b'{"messages": [{"role": "user", "content": "Say %d."}], "answer": "%d"}\n'
+                 % (i, i) for i in range(8)))
+    final = run.after[-1][2]
     assert final["status"] == "succeeded" and final["attempt"] == 2
-    assert resumed_lines(whole) == [f"Resuming from checkpoint at step {checkpoint}"]
-    steps = [data["progress"]["step"] for kind, _, data in after if kind == "job"]
-    assert min(step for step in steps if step > 0) >= checkpoint, "not from step 0"
-    assert rewarded == [10, 20, 30]
-    charges = ledger(first.data_dir, job["id"])
+    assert resumed_lines(run.whole) == [f"Resuming from checkpoint at step {run.checkpoint}"]
+    steps = [data["progress"]["step"] for kind, _, data in run.after if kind == "job"]
+    assert min(step for step in steps if step > 0) >= run.checkpoint, "not from step 0"
+    assert [row["step"] for row in run.metrics if row["reward"] is not None] == [10, 20, 30]
+    charges = ledger(run.data_dir, run.job_id)
     assert [first for first, _ in charges] == [1] + [last + 1 for _, last in charges[:-1]]
     assert charges[-1][1] == 30, "every step charged, each once"
 
