@@ -52,6 +52,22 @@ async def log_of(client: httpx.AsyncClient, job_id: str) -> list[str]:
     return [line["text"] for line in response.json()["data"]]
 
 
+async def trained(client: httpx.AsyncClient, data: bytes, grader: dict[str, Any],
+                  **hyperparameters: Any) -> list[str]:
+    """The log of a reinforcement job of the tiny model on ``data`` with ``grader``, run to
+    its success."""
+    training = (await upload(client, content=data, name="prompts.jsonl")).json()
+    created = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
+            "type": "reinforcement", "reinforcement": {
+                "grader": grader, "hyperparameters": hyperparameters}}})
+    assert created.status_code == 200, created.text
+    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
+                             timeout=300)
+    assert job["status"] == "succeeded", (job["message"], job["error"])
+    return await log_of(client, job["id"])
+
+
 async def test_a_python_grader_teaches_the_tiny_model_and_the_user_watches_the_reward(
         client: httpx.AsyncClient) -> None:
     training = (await upload(client, content=prompts(32, letters="abcdefghijklmnopqrstuvwxyz"),
@@ -152,19 +168,11 @@ async def test_a_grader_that_fails_on_some_lines_scores_them_0_and_the_log_names
     source, reason = FAILING[failing]
     rows = b"".join(json.dumps({"messages": [{"role": "user", "content": f"Count {n}."}],
                                 "n": n}).encode() + b"\n" for n in (1, 0, 2, 0))
-    training = (await upload(client, content=rows, name="counting.jsonl")).json()
     grader = {"type": "multi", "name": "both", "calculate_output": "exact + inverse",
               "graders": {"exact": {**EXACT, "reference": "{{ item.n }}"},
                           "inverse": {"type": "python", "name": "inverse", "source": source}}}
-    created = await client.post("/v1/fine_tuning/jobs", json={
-        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
-            "type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {
-                "max_steps": 4, "batch_size": 2, "max_completion_tokens": 8}}}})
-    assert created.status_code == 200, created.text
-    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
-                             timeout=300)
-    assert job["status"] == "succeeded", (job["message"], job["error"])
-    log = await log_of(client, job["id"])
+    log = await trained(client, rows, grader, max_steps=4, batch_size=2,
+                        max_completion_tokens=8)
     failed = sorted(line for line in log if "the grader scored an answer 0" in line)
     assert failed == [f"Line {line}: the grader scored an answer 0: {reason}"
                       for line in (2, 4)], log
@@ -244,19 +252,11 @@ async def test_the_estimate_counts_the_sampled_answers(client: httpx.AsyncClient
 
 async def test_a_score_model_grader_judges_with_a_base_model_of_the_server(
         client: httpx.AsyncClient) -> None:
-    training = (await upload(client, content=prompts(4), name="prompts.jsonl")).json()
     judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
              "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 8},
              "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
-    created = await client.post("/v1/fine_tuning/jobs", json={
-        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
-            "type": "reinforcement", "reinforcement": {"grader": judge, "hyperparameters": {
-                "max_steps": 2, "batch_size": 2, "max_completion_tokens": 8}}}})
-    assert created.status_code == 200, created.text
-    job = await wait_for_job(client, created.json()["id"], lambda j: j["status"] in FINAL,
-                             timeout=300)
-    assert job["status"] == "succeeded", (job["message"], job["error"])
-    log = await log_of(client, job["id"])
+    log = await trained(client, prompts(4), judge, max_steps=2, batch_size=2,
+                        max_completion_tokens=8)
     assert "Loading alallo/tiny-gpt2 to judge the answers (score_model)" in log
     assert len(rewards(log)) == 1 and 0 <= rewards(log)[0] <= 9, log
 
