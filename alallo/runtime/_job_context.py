@@ -22,6 +22,7 @@ from ..capacity import Catalogue, PlanOptions, SchedulerMessage
 from ..cluster import CheckpointStorage, Cluster
 from ..executors import Executor, TrainerUser
 from ..jobs import Job
+from ..serving import ModelFiles
 from ..settings import Settings
 from ..store import Store
 from ._bus import EventBus
@@ -77,6 +78,15 @@ class JobContext(Protocol):
     @property
     def trainer_user(self) -> TrainerUser | None:
         """The user trainers run as (None: the server's own)."""
+
+    async def judge_files(self, account_id: str, name: str) -> ModelFiles:
+        """The files of the model ``name`` as the account sees it (a ``score_model``
+        grader's judge; :class:`~alallo.runtime._served_models.ServedModels`).
+
+        Raises:
+            NotFound, InvalidRequest, Unavailable: no such model for the account, or it has
+                no weights here.
+        """
 
     @property
     def executor(self) -> Executor:
@@ -148,6 +158,11 @@ class RuntimeJobContext:
     replan_of: Callable[[Job], Awaitable[PlanOptions]]
     may_run_commands_of: Callable[[str], Awaitable[bool]]
     notify: Callable[[str, str], None]
+    served_of: Callable[[str, str], Awaitable[ModelFiles]]
+
+    async def judge_files(self, account_id: str, name: str) -> ModelFiles:
+        """The files of a model the account may use (a ``score_model`` grader's judge)."""
+        return await self.served_of(account_id, name)
 
     @property
     def scheduler(self) -> ActorRef[SchedulerMessage] | None:

@@ -23,9 +23,8 @@ from ..capacity import Catalogue, CatalogueModel, Grant, Placement
 from ..executors import Launch, TrainerUser
 from ..jobs import CommandTrainer, Job, NamedTrainer, SimulatedTrainer
 from ..settings import Settings
-from ..trainers import TrainerConfig, WandbConfig
+from ..trainers import JudgeModel, TrainerConfig, WandbConfig
 from ..trainers._pause import PAUSE_FILE, PAUSE_FILE_ENV
-from ..trainers.graders import judge_models
 
 __all__ = ["COMMANDS_NOT_ALLOWED", "FAILURE_SWITCH_NOT_ALLOWED", "KEPT_CHECKPOINTS",
            "MODEL_PATHS_NOT_ALLOWED", "command_refusal", "failure_switch_refusal", "launch",
@@ -101,7 +100,8 @@ def model_refusal(model: str, *, allow_commands: bool) -> str | None:
 def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Catalogue,
                    workdir: Path, run_dir: Path, resume_from: str | None, training_file: str,
                    data_format: str, validation: tuple[str, str] | None = None,
-                   fenced: bool = False) -> TrainerConfig:
+                   fenced: bool = False,
+                   judges: dict[str, JudgeModel] | None = None) -> TrainerConfig:
     """The config file's contents for one run of the job (``docs/trainer-protocol.md``).
 
     Args:
@@ -114,6 +114,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         training_file: the local path of the training file.
         data_format: the training file's format, as checked on upload.
         validation: the validation file's local path and format, or None.
+        judges: the models of the job's ``score_model`` graders, by name.
     """
     spec = job.spec
     hp = job.resolved_hyperparameters()
@@ -171,8 +172,7 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         method=spec.method,
         beta=hp.get("beta", 0.1),
         grader=spec.grader.model_dump(exclude_none=True) if spec.grader else None,
-        judges={name: str(_local_dir(settings, catalogue, name))
-                for name in (judge_models(spec.grader) if spec.grader else ())},
+        judges=judges or {},
         num_generations=hp.get("num_generations", 4),
         max_completion_length=hp.get("max_completion_tokens", 128),
         eval_samples=hp.get("eval_samples", 1),
@@ -187,13 +187,6 @@ def trainer_config(job: Job, grant: Grant, *, settings: Settings, catalogue: Cat
         slow_step_factor=simulated.slow_step_factor if simulated else 10.0,
         wandb=wandb,
     )
-
-
-def _local_dir(settings: Settings, catalogue: Catalogue, name: str) -> Path:
-    """Where a base model of the catalogue is on this server (a ``score_model`` judge's,
-    checked at create: :meth:`~alallo.runtime._planning.Planning._check_judges`)."""
-    model = catalogue.resolve(name)
-    return model.local_path or settings.models_dir.resolve() / name.replace("/", "--")
 
 
 def _pinned(catalogue: Catalogue, name: str, revision: str | None) -> CatalogueModel:

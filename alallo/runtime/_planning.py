@@ -15,7 +15,7 @@ import trio
 from actors import ActorRef
 
 from .. import api
-from .._errors import InvalidRequest
+from .._errors import InvalidRequest, NotFound
 from .._status import Message
 from ..capacity import (
     HUB_ID,
@@ -44,6 +44,7 @@ from ..settings import Settings
 from ..store import FileRow, Store
 from ..trainers.graders import Grader, judge_models
 from ._data_fit import DataFit
+from ._model_ids import parse_model_id
 from ._serving import SERVING
 from ._starting_weights import GetJob, starting_weights
 from ._training_files import TrainingFiles
@@ -113,21 +114,25 @@ class Planning:
         self._catalogue.cached_hub_models()  # known from now on, listed after the built-in
         return [replace(m, runnable_here=self._runnable(m)) for m in self._catalogue.list()]
 
-    def _check_judges(self, grader: Grader) -> None:
-        """Each model a ``score_model`` grader asks is a base model with its weights on this
-        server: the trainer loads it beside the model it trains (a fine-tuned model judges
-        through ``graders/run`` only).
+    async def _check_judges(self, account_id: str, grader: Grader) -> None:
+        """Each model a ``score_model`` grader asks is one the account may use with its
+        weights on this server (the trainer loads it beside the model it trains): a base
+        model, or a fine-tuned or checkpoint model of the account (or shared with it).
 
         Raises:
-            InvalidRequest: a judge that is no such model (``param="grader"``).
+            InvalidRequest: a judge that is no such model for the account (``param="grader"``;
+                another account's model answers as a name nobody has).
         """
         for name in judge_models(grader):
             try:
+                if parse_model_id(name) is not None:
+                    await self._find_model(account_id, name)
+                    continue
                 model = self.model(name)
-            except InvalidRequest as exc:
-                raise InvalidRequest(f"the score_model grader's model: {exc.message}; in "
-                                     "training, the judge is a base model of this server "
-                                     "(GET /v1/models)", param="grader") from None
+            except (InvalidRequest, NotFound) as exc:
+                raise InvalidRequest(f"the score_model grader's model: {exc.message}; the "
+                                     "judge is a model of this server (GET /v1/models)",
+                                     param="grader") from None
             if model.on_hub or not model.weights_here:
                 raise InvalidRequest(f"the score_model grader's model {name} has no weights "
                                      "on this server yet: train a job on it first (its weights "
@@ -236,7 +241,7 @@ class Planning:
                                  param="training_file")
         _suits_the_method(spec, file, "training_file")
         if spec.grader is not None:
-            self._check_judges(spec.grader)
+            await self._check_judges(account_id, spec.grader)
         validation = None
         if spec.validation_file:
             validation = await self._store.get_file(account_id, spec.validation_file)

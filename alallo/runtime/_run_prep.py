@@ -28,11 +28,12 @@ from pathlib import Path
 
 import trio
 
-from .._errors import InvalidRequest
+from .._errors import InvalidRequest, NotFound, Unavailable
 from ..capacity import Grant
 from ..executors import INPUTS, TrainerUser, grant_read, hand_over, open_way
 from ..jobs import Job
-from ..trainers import Error, TrainerConfig
+from ..trainers import Error, JudgeModel, TrainerConfig
+from ..trainers.graders import judge_models
 from ._job_context import JobContext
 from ._launch import command_refusal, model_refusal, trainer_command, trainer_config
 
@@ -87,9 +88,29 @@ def _brought_in(config: TrainerConfig, workdir: Path,
             update[field] = str(link)
         elif field == "model" and source.is_dir() and not source.is_relative_to(workdir):
             opened.append(source)  # (the built-in model, not built yet: the trainer builds it)
-    opened += [Path(path) for path in config.judges.values()  # score_model graders' models
-               if os.path.isabs(path) and Path(path).is_dir() and Path(path) not in opened]
-    return config.model_copy(update=update), inputs, opened
+    judges = {name: _judge_brought_in(judge, index, workdir, jobs_dir, inputs, opened)
+              for index, (name, judge) in enumerate(config.judges.items())}
+    return config.model_copy(update={**update, "judges": judges}), inputs, opened
+
+
+def _judge_brought_in(judge: JudgeModel, index: int, workdir: Path, jobs_dir: Path,
+                      inputs: dict[Path, Path], opened: list[Path]) -> JudgeModel:
+    """A ``score_model`` grader's model as the trainer user reaches it: what is in another
+    job's directory (a fine-tuned model, an adapter) linked into ``inputs``, a base model's
+    folder opened where it is."""
+    paths: dict[str, str] = {}
+    for field in ("model", "adapter"):
+        value = getattr(judge, field)
+        if value is None:
+            continue
+        source = Path(value)
+        if source.is_relative_to(jobs_dir) and not source.is_relative_to(workdir):
+            link = workdir / INPUTS / f"judge-{index}-{field}-{source.name}"
+            inputs[link] = source
+            paths[field] = str(link)
+        elif source.is_dir() and source not in opened:  # (a built-in one: built by the trainer)
+            opened.append(source)
+    return judge.model_copy(update=paths)
 
 
 def _write_run(workdir: Path, run_dir: Path, config_path: Path, payload: str,
@@ -146,6 +167,20 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
+async def _judges(ctx: JobContext, job: Job) -> dict[str, JudgeModel] | Error:
+    """The files of the job's ``score_model`` graders' models, by name; or the user's error
+    when the account can no longer use one (deleted since the job was created)."""
+    judges: dict[str, JudgeModel] = {}
+    for name in judge_models(job.spec.grader) if job.spec.grader else ():
+        try:
+            files = await ctx.judge_files(job.account_id, name)
+        except (NotFound, InvalidRequest, Unavailable) as exc:
+            return Error(kind="user", message=f"the score_model grader's model: {exc.message}")
+        judges[name] = JudgeModel(model=str(files.model), tiny=files.tiny,
+                                  adapter=str(files.adapter) if files.adapter else None)
+    return judges
+
+
 @dataclass(frozen=True)
 class PreparedRun:
     """A run ready to start: its command, directory and the config's digest (16 hex)."""
@@ -174,6 +209,9 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
                       if job.spec.validation_file else None)
     except OSError as exc:
         return Error(kind="platform", message=f"cannot read the training file: {exc}")
+    judges = await _judges(ctx, job)
+    if isinstance(judges, Error):
+        return judges
     jobs_dir = _resolved(ctx.settings.jobs_dir)
     workdir = jobs_dir / job.id
     run_dir = workdir / f"attempt-{job.attempt + 1}"
@@ -187,7 +225,8 @@ async def prepare_run(ctx: JobContext, job: Job, grant: Grant) -> PreparedRun | 
         config = trainer_config(job, grant, settings=ctx.settings, catalogue=ctx.catalogue,
                                 workdir=workdir, run_dir=run_dir, resume_from=resume_from,
                                 training_file=training_file, data_format=data_format,
-                                validation=validation, fenced=ctx.executor.fenced)
+                                validation=validation, fenced=ctx.executor.fenced,
+                                judges=judges)
         inputs: dict[Path, Path] = {}
         opened: list[Path] = []
         if ctx.trainer_user is not None:  # it may not reach them where they are

@@ -117,8 +117,8 @@ class Runtime:
         self.streams = Streams(self.store, self.bus, self.get_job)
         """What followers of a job or an account read (:mod:`alallo.runtime._streams`)."""
         executor = open_executor(self.settings, self.trainer_user)
-        self.completions = open_completions(self.settings, self.store, ServedModels(
-            self.settings, self.planning, self.models).files, device_holder(
+        served = ServedModels(self.settings, self.planning, self.models).files  # names to files
+        self.completions = open_completions(self.settings, self.store, served, device_holder(
             self.settings, self.pool, lambda: self.scheduler), open_services(self.settings, executor))
         self._checkpoints = JobCheckpoints(self.store, self.cluster.epoch_of)
         self.job_context = RuntimeJobContext(
@@ -126,7 +126,7 @@ class Runtime:
             trainer_user=self.trainer_user, checkpoint_storage=self.checkpoint_storage,
             executor=executor, store=self.store, cluster=self.cluster, live_jobs=self.live_jobs, files=self.files,
             scheduler_of=lambda: self.scheduler, bus=self.bus, replan_of=self.planning.replan,
-            may_run_commands_of=self.accounts.may_run_commands,
+            may_run_commands_of=self.accounts.may_run_commands, served_of=served,
             notify=lambda job_id, reason: self.notify_operator(job_id, reason))
         """All a job's actor may ask of this runtime (:mod:`alallo.runtime._job_context`)."""
         self.actors = JobActors(self.job_context, self.files, self._checkpoints, self.pool)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._protocol import Done as Done
     from ._protocol import Error as Error
     from ._protocol import Integration as Integration
+    from ._protocol import JudgeModel as JudgeModel
     from ._protocol import Log as Log
     from ._protocol import Metrics as Metrics
     from ._protocol import Progress as Progress
@@ -58,6 +59,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "Done": ("._protocol", "Done"),
     "Error": ("._protocol", "Error"),
     "Integration": ("._protocol", "Integration"),
+    "JudgeModel": ("._protocol", "JudgeModel"),
     "Log": ("._protocol", "Log"),
     "Metrics": ("._protocol", "Metrics"),
     "Progress": ("._protocol", "Progress"),
@@ -79,6 +81,7 @@ __all__ = [
     "Error",
     "Fit",
     "Integration",
+    "JudgeModel",
     "Log",
     "Metrics",
     "Progress",

@@ -25,6 +25,7 @@ __all__ = [
     "Done",
     "Error",
     "Integration",
+    "JudgeModel",
     "Log",
     "Metrics",
     "Progress",
@@ -52,6 +53,19 @@ class WandbConfig(BaseModel):
     base_url: str | None = None
     dir: str
     """Where W&B keeps its local files (the offline run, logs)."""
+
+
+class JudgeModel(BaseModel):
+    """A ``score_model`` grader's model, as the trainer loads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """A local model directory."""
+    adapter: str | None = None
+    """A LoRA adapter's directory applied on ``model`` (a fine-tuned model); None: none."""
+    tiny: str | None = None
+    """The built-in model to build into ``model`` first when it is not there yet."""
 
 
 class TrainerConfig(BaseModel):
@@ -90,10 +104,9 @@ class TrainerConfig(BaseModel):
     """DPO's beta (the KL penalty's weight); unused by the other methods."""
     grader: dict[str, Any] | None = None
     """Reinforcement: OpenAI's grader (:mod:`alallo.trainers.graders`), as JSON."""
-    judges: dict[str, str] = Field(default_factory=dict)
-    """Reinforcement: the models ``score_model`` graders ask, by name, each a local model
-    directory the trainer loads beside the one it trains (the built-in ones built there
-    first, as ``model`` is)."""
+    judges: dict[str, JudgeModel] = Field(default_factory=dict)
+    """Reinforcement: the models ``score_model`` graders ask, by name, each loaded by the
+    trainer beside the one it trains."""
     num_generations: int = Field(default=4, ge=2)
     """Reinforcement: answers sampled per prompt in a step (GRPO's group)."""
     max_completion_length: int = Field(default=128, gt=0)

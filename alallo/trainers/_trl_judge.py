@@ -5,7 +5,8 @@ transformers' ``generate`` (issue 34).
 Why in the trainer rather than through the server's chat completions, as ``graders/run``
 asks: a trainer holds no key of the account (keys are never stored in the clear, and every
 trainer runs as one user), and a judge here needs no network from a trainer's node. The
-judge is a base model of the server (checked at create), so it is the model ``graders/run``
+judge is a model the account may use (checked at create, resolved again at each launch: a
+base model, or a fine-tuned one as its LoRA adapter on its base), the one ``graders/run``
 would ask under that name; its answer is parsed by the same code
 (:func:`alallo.trainers.graders.grade`).
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._protocol import Log
+from ._protocol import JudgeModel, Log
 from ._trl_report import ProtocolOut
 from .tiny import TINY_MODELS, build_tiny
 
@@ -37,13 +38,13 @@ class LocalJudge:
     (:data:`alallo.trainers.graders.Judge`).
 
     Args:
-        models: each judge's name and its local directory (``TrainerConfig.judges``).
+        models: each judge's name and files (``TrainerConfig.judges``).
         out: where the log line of each judge's loading goes.
         device: the torch device the judges run on (the trained model's).
     """
 
-    def __init__(self, models: dict[str, str], out: ProtocolOut, device: Any) -> None:
-        self._paths = models
+    def __init__(self, models: dict[str, JudgeModel], out: ProtocolOut, device: Any) -> None:
+        self._models = models
         self._out = out
         self._device = device
         self._loaded: dict[str, tuple[Any, Any]] = {}
@@ -77,14 +78,19 @@ class LocalJudge:
         if name not in self._loaded:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            path = self._paths.get(name)
-            if path is None:  # checked at create: a grader changed behind the job's back
+            files = self._models.get(name)
+            if files is None:  # resolved at launch: a grader changed behind the job's back
                 raise RuntimeError(f"no judge {name} was given to this run")
-            if not (Path(path) / "config.json").is_file() and name in TINY_MODELS:
-                build_tiny(name, Path(path))
+            if files.tiny in TINY_MODELS and not (Path(files.model) / "config.json").is_file():
+                build_tiny(files.tiny, Path(files.model))
             self._out(Log(text=f"Loading {name} to judge the answers (score_model)"))
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            judge = AutoModelForCausalLM.from_pretrained(path).to(self._device).eval()
+            tokenizer = AutoTokenizer.from_pretrained(files.model)
+            judge = AutoModelForCausalLM.from_pretrained(files.model)
+            if files.adapter is not None:  # a fine-tuned model: its LoRA adapter on its base
+                from peft import PeftModel
+
+                judge = PeftModel.from_pretrained(judge, files.adapter)
+            judge = judge.to(self._device).eval()
             self._loaded[name] = (judge, tokenizer)
         return self._loaded[name]
 

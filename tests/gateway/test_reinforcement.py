@@ -250,27 +250,50 @@ async def test_the_estimate_counts_the_sampled_answers(client: httpx.AsyncClient
     assert await minutes(max_completion_tokens=512) > base  # longer answers
 
 
-async def test_a_score_model_grader_judges_with_a_base_model_of_the_server(
-        client: httpx.AsyncClient) -> None:
-    judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
-             "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 8},
-             "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
-    log = await trained(client, prompts(4), judge, max_steps=2, batch_size=2,
+async def test_score_model_graders_judge_with_a_base_and_a_fine_tuned_model_of_the_account(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    sft = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": file_id,
+        "hyperparameters": {"max_steps": 2}})
+    fine_tuned = (await wait_for_job(client, sft.json()["id"],
+                                     lambda j: j["status"] in FINAL))["fine_tuned_model"]
+    assert fine_tuned is not None
+
+    def judge(name: str, model: str) -> dict[str, Any]:
+        return {"type": "score_model", "name": name, "model": model, "range": [0, 9],
+                "sampling_params": {"temperature": 0, "max_completion_tokens": 8},
+                "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
+
+    both = {"type": "multi", "name": "judges", "calculate_output": "base + tuned",
+            "graders": {"base": judge("base", "alallo/tiny-gpt2"),
+                        "tuned": judge("tuned", fine_tuned)}}
+    log = await trained(client, prompts(4), both, max_steps=2, batch_size=2,
                         max_completion_tokens=8)
     assert "Loading alallo/tiny-gpt2 to judge the answers (score_model)" in log
-    assert len(rewards(log)) == 1 and 0 <= rewards(log)[0] <= 9, log
+    assert f"Loading {fine_tuned} to judge the answers (score_model)" in log
+    assert len(rewards(log)) == 1 and 0 <= rewards(log)[0] <= 18, log
+    # Another account's model (or one deleted) answers as a name nobody has.
+    nobody = fine_tuned.rsplit(":", 1)[0] + ":0000000000"
+    refused = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": (await upload(
+            client, content=prompts(2), name="p.jsonl")).json()["id"],
+        "method": {"type": "reinforcement", "reinforcement": {"grader": judge("j", nobody)}}})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "grader"
+    assert refused.json()["error"]["message"].startswith(
+        f"the score_model grader's model: no model {nobody!r}"), refused.json()
 
 
 async def test_graders_run_scores_with_the_judge_as_the_trainer_does(
         client: httpx.AsyncClient, live_server: LiveServer) -> None:
+    from alallo.trainers import JudgeModel
     from alallo.trainers._trl_judge import LocalJudge
     from alallo.trainers.graders import GRADER, grade
 
     judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
              "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 12},
              "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
-    local = LocalJudge({"alallo/tiny-gpt2": str(live_server.data_dir / "models"
-                                                / "alallo--tiny-gpt2")}, print, "cpu")
+    local = LocalJudge({"alallo/tiny-gpt2": JudgeModel(model=str(
+        live_server.data_dir / "models" / "alallo--tiny-gpt2"))}, print, "cpu")
     for sample in ("word 1", "a longer answer, 42", "???"):
         served = (await client.post("/v1/fine_tuning/alpha/graders/run", json={
             "grader": judge, "model_sample": sample, "item": {}})).json()
