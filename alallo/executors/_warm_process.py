@@ -66,6 +66,8 @@ PRELOAD: dict[str, tuple[str, ...]] = {
     "alallo.trainers.trl": (
         "torch", "transformers", "datasets", "peft", "trl",
         "trl.trainer.sft_config", "trl.trainer.sft_trainer", "alallo.trainers.trl",
+        "trl.trainer.dpo_trainer", "trl.trainer.grpo_trainer",  # the other methods' trainers
+        "alallo.trainers.graders._grade",  # reinforcement's rewards: Jinja, the metrics
         "transformers.models.gpt2.modeling_gpt2",  # the built-in model's architecture
     ),
     "alallo.trainers.simulated": ("alallo.trainers.simulated",),

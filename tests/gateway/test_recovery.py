@@ -313,6 +313,7 @@ async def test_kill_9_during_real_training_resumes_the_trl_run(
     assert Path(final["fine_tuned_model_path"]).is_dir()
 
 
+@pytest.mark.any_backend  # its subject is the trainer's resume; the store's, the tests above
 async def test_kill_9_during_reinforcement_resumes_at_its_step_and_charges_each_step_once(
         servers: Callable[..., Servers]) -> None:
     # TRL's own resume of GRPO restarted at step 0 (huggingface/trl#3635): here it goes on.

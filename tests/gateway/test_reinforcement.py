@@ -301,3 +301,35 @@ async def test_graders_run_scores_with_the_judge_as_the_trainer_does(
             lambda: grade(GRADER.validate_python(judge), sample, {}, judge=local))
         assert served["reward"] == trained.reward, (sample, served, trained)
         assert served["metadata"]["errors"] == trained.as_run()["metadata"]["errors"]
+
+
+async def test_a_reinforcement_job_cancelled_mid_run_stops_and_pays_for_its_steps_only(
+        client: httpx.AsyncClient) -> None:
+    training = (await upload(client, content=prompts(8), name="prompts.jsonl")).json()
+    created = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
+            "type": "reinforcement", "reinforcement": {"grader": EXACT, "hyperparameters": {
+                "max_steps": 5000, "batch_size": 2, "max_completion_tokens": 8}}}})
+    assert created.status_code == 200, created.text
+    job_id = created.json()["id"]
+    await wait_for_job(client, job_id, lambda j: j["progress"]["step"] >= 3, timeout=300)
+    cancelled = await client.post(f"/v1/fine_tuning/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    job = await wait_for_job(client, job_id, lambda j: j["status"] in FINAL, timeout=120)
+    assert job["status"] == "cancelled" and job["progress"]["step"] < 5000
+    assert 0 < job["price"]["charged"] < job["price"]["estimate"]["low"], job["price"]
+
+
+async def test_a_prompt_that_fills_the_context_is_refused_at_create_naming_its_line(
+        client: httpx.AsyncClient) -> None:
+    # 324 tokens as the tiny model's chat template writes it: <|user|>, 300 x, <|assistant|>
+    long = json.dumps({"messages": [{"role": "user", "content": "x" * 300}]}).encode() + b"\n"
+    training = (await upload(client, content=prompts(2) + long, name="prompts.jsonl")).json()
+    refused = await client.post("/v1/fine_tuning/jobs", json={
+        "model": "alallo/tiny-gpt2", "training_file": training["id"], "method": {
+            "type": "reinforcement", "reinforcement": {"grader": EXACT}}})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "training_file"
+    assert refused.json()["error"]["message"].startswith(
+        "line 3: the prompt is 324 tokens and the model's context is 256, so no token of the "
+        "completion fits"), refused.json()
