@@ -10,9 +10,10 @@ base model, or a fine-tuned one as its LoRA adapter on its base), the one ``grad
 would ask under that name; its answer is parsed by the same code
 (:func:`alallo.trainers.graders.grade`).
 
-Sampling follows the grader's ``sampling_params`` as OpenAI's chat completions read them:
-``temperature`` (default 1; 0 is greedy), ``top_p``, ``max_completion_tokens`` (or
-``max_tokens``; default 64, within the judge's context) and ``seed``. The judge's draws come
+Sampling follows the grader's ``sampling_params``, as the chat completions request they make
+(:meth:`~alallo.trainers.graders.SamplingParams.as_chat`): ``temperature`` (default 1; 0 is
+greedy), ``top_p``, ``max_completion_tokens`` (default 64, within the judge's context) and
+``seed``. The judge's draws come
 from a fork of torch's random state, so they leave the training's own random stream as it
 was.
 
@@ -58,8 +59,7 @@ class LocalJudge:
         ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(self._device)
         room = int(getattr(judge.config, "max_position_embeddings", 0) or 0) \
             - ids["input_ids"].shape[1]
-        wanted = int(params.get("max_completion_tokens") or params.get("max_tokens")
-                     or _DEFAULT_ANSWER_TOKENS)
+        wanted = int(params.get("max_completion_tokens") or _DEFAULT_ANSWER_TOKENS)
         answer_tokens = max(1, min(wanted, room)) if room > 0 else wanted
         temperature = float(params.get("temperature", 1.0))
         sampling: dict[str, Any] = ({"do_sample": False} if temperature <= 0 else {

@@ -115,6 +115,10 @@ def _text(completion: Any) -> str:
 
 
 def _reason(graded: Graded) -> str:
+    """Why an answer scored 0, in a line that is the same for the same cause (a judge's
+    answer without a number is not quoted: each would make its own line)."""
+    if graded.errors.get("model_grader_parse_error"):
+        return "the score_model grader's judge answered no number"
     details = [str(value) for key, value in graded.errors.items()
                if key.endswith("_details") and value]
     flags = [key for key, value in graded.errors.items() if value is True]

@@ -230,7 +230,7 @@ def test_score_model_asks_a_model_of_the_account_through_the_servers_chat(
     judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
              "range": [0, 1], "input": [{"role": "user", "content":
                                          "Score {{ sample.output_text }} against {{ item.answer }}"}],
-             "sampling_params": {"max_tokens": 4, "temperature": 0}}
+             "sampling_params": {"max_completions_tokens": 4, "temperature": 0}}
     run = sdk.fine_tuning.alpha.graders.run(grader=judge, model_sample="Paris",  # type: ignore[arg-type]
                                             item=ITEM)
     errors = run.metadata.errors
@@ -240,6 +240,11 @@ def test_score_model_asks_a_model_of_the_account_through_the_servers_chat(
     missing = sdk.fine_tuning.alpha.graders.run(  # type: ignore[arg-type]
         grader={**judge, "model": "nobody/nothing"}, model_sample="Paris", item=ITEM)
     assert missing.reward == 0.0 and missing.metadata.errors.model_grader_server_error
+    # OpenAI's sampling parameters by their names (max_completions_tokens), nothing else.
+    with pytest.raises(openai.BadRequestError, match="max_tokens") as refused:
+        sdk.fine_tuning.alpha.graders.run(grader={  # type: ignore[arg-type]
+            **judge, "sampling_params": {"max_tokens": 4}}, model_sample="Paris", item=ITEM)
+    assert refused.value.body["param"].startswith("grader")  # type: ignore[index]
 
 
 @pytest.mark.any_backend

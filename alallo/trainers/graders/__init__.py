@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ._spec import PythonGrader as PythonGrader
     from ._spec import ScoreModelGrader as ScoreModelGrader
     from ._spec import StringCheckGrader as StringCheckGrader
+    from ._spec import SamplingParams as SamplingParams
     from ._spec import SubGrader as SubGrader
     from ._spec import TextSimilarityGrader as TextSimilarityGrader
     from ._spec import judge_models as judge_models
@@ -58,6 +59,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
     "PythonGrader": ("._spec", "PythonGrader"),
     "ScoreModelGrader": ("._spec", "ScoreModelGrader"),
     "StringCheckGrader": ("._spec", "StringCheckGrader"),
+    "SamplingParams": ("._spec", "SamplingParams"),
     "SubGrader": ("._spec", "SubGrader"),
     "TextSimilarityGrader": ("._spec", "TextSimilarityGrader"),
     "judge_models": ("._spec", "judge_models"),
@@ -65,7 +67,7 @@ _ORIGINS: dict[str, tuple[str, str | None]] = {
 
 __all__ = ["GRADER", "Graded", "Grader", "GraderRunRequest", "GraderValidateRequest",
            "Judge", "Limits", "MultiGrader", "PythonGrader", "PythonScore",
-           "ScoreModelGrader", "StringCheckGrader", "SubGrader", "TextSimilarityGrader",
+           "SamplingParams", "ScoreModelGrader", "StringCheckGrader", "SubGrader", "TextSimilarityGrader",
            "check", "grade", "grade_many", "judge_models", "run_python", "sample_namespace",
            "similarity"]
 

@@ -239,7 +239,8 @@ def _score_model(grader: ScoreModelGrader, sample: dict[str, Any], item: dict[st
     messages = [{**m, "content": _render(m["content"], sample, item)}
                 if isinstance(m.get("content"), str) else m for m in grader.input]
     try:
-        answer = judge(grader.model, messages, dict(grader.sampling_params or {}))
+        answer = judge(grader.model, messages,
+                       grader.sampling_params.as_chat() if grader.sampling_params else {})
     except Exception as exc:  # the judge's server failed: the sample is not to blame
         return Graded(grader.name, grader.type, 0.0, errors={
             "model_grader_server_error": True, "model_grader_server_error_details": str(exc)})

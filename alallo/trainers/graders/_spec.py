@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 __all__ = ["GRADER", "Grader", "GraderRunRequest", "GraderValidateRequest", "MultiGrader", "PythonGrader", "ScoreModelGrader",
-           "StringCheckGrader", "SubGrader", "TextSimilarityGrader", "judge_models"]
+           "SamplingParams", "StringCheckGrader", "SubGrader", "TextSimilarityGrader", "judge_models"]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
@@ -53,6 +53,26 @@ class PythonGrader(BaseModel):
     """OpenAI's image of the grader's runtime; here the server's Python is the only one."""
 
 
+class SamplingParams(BaseModel):
+    """How a ``score_model`` grader's model samples its answer (OpenAI's
+    ``ScoreModelGrader.SamplingParams``, its names: ``max_completions_tokens`` is OpenAI's
+    spelling)."""
+
+    model_config = _STRICT
+    max_completions_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    reasoning_effort: None = Field(default=None, json_schema_extra={
+        "description": "The models here answer without reasoning first: leave it out."})
+
+    def as_chat(self) -> dict[str, Any]:
+        """The chat completions request's parameters they are (those given)."""
+        chat = {"max_completion_tokens": self.max_completions_tokens,
+                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        return {name: value for name, value in chat.items() if value is not None}
+
+
 class ScoreModelGrader(BaseModel):
     """A model asked to score the sample: ``input`` messages (templates), its answer's number
     clamped to ``range``."""
@@ -63,7 +83,7 @@ class ScoreModelGrader(BaseModel):
     model: str
     input: list[dict[str, Any]] = Field(min_length=1)
     range: list[float] | None = Field(default=None, min_length=2, max_length=2)
-    sampling_params: dict[str, Any] | None = None
+    sampling_params: SamplingParams | None = None
 
 
 SubGrader = Annotated[StringCheckGrader | TextSimilarityGrader | PythonGrader | ScoreModelGrader,
