@@ -37,12 +37,13 @@ def page(browser: Browser, api: httpx.Client) -> Iterator[Page]:
     context.close()
 
 
-def create_job(api: httpx.Client, trainer: Any, *, steps: int = 20) -> dict[str, Any]:
+def create_job(api: httpx.Client, trainer: Any, *, steps: int = 20,
+               **spec: Any) -> dict[str, Any]:
     file = api.post("/v1/files", files={"file": ("sample.jsonl",
                                                  (EXAMPLES / "sample.jsonl").read_bytes())})
     response = api.post("/v1/fine_tuning/jobs", json={
         "model": "alallo/tiny-gpt2", "training_file": file.json()["id"], "name": "dash job",
-        "hyperparameters": {"max_steps": steps}, "trainer": trainer})
+        "hyperparameters": {"max_steps": steps}, "trainer": trainer, **spec})
     assert response.status_code == 200, response.text
     return dict(response.json())
 
@@ -63,12 +64,20 @@ def test_a_sign_in_link_sets_the_session_once(browser: Browser, api: httpx.Clien
     context.close()
     anonymous = browser.new_page()
     asked: list[str] = []
+    refused: list[str] = []
+    errors: list[str] = []
     anonymous.on("request", lambda request: asked.append(request.url))
-    anonymous.goto(f"{live_server.url}/")
-    expect(anonymous.locator("main")).to_contain_text("Sign in with the link")
-    # The account's figures are asked for only once signed in: a signed-out page asking
-    # would only get a 401 (an error in the console).
-    assert not [url for url in asked if "/v1/account" in url]
+    anonymous.on("response", lambda r: refused.append(f"{r.status} {r.url}")
+                 if r.status >= 400 else None)
+    anonymous.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    for path in ("/", "/jobs/ft-" + "0" * 24):
+        anonymous.goto(f"{live_server.url}{path}")
+        expect(anonymous.locator("main")).to_contain_text("Sign in with the link")
+        anonymous.wait_for_load_state("networkidle")
+    # A signed-out page asks for nothing that needs a key (the account's figures, the
+    # models, the jobs): it would only get 401s (errors in the console).
+    assert [url for url in asked if "/v1/" in url] == []
+    assert refused == [] and errors == []
     expect(anonymous.locator("#account")).to_be_hidden()
     anonymous.close()
 
@@ -87,6 +96,16 @@ def test_the_jobs_tab_shows_a_new_job_and_its_progress_without_reload(
     page.screenshot(path=str(tmp_path / "jobs-tab.png"), full_page=True)
     assert (tmp_path / "jobs-tab.png").stat().st_size > 0
 
+    # A file uploaded elsewhere (here, through the API) while the page was open is listed,
+    # never chosen for the user: the estimate waits until one is.
+    training = page.get_by_label("Training file")
+    training.focus()  # the list is read again: the file is there
+    expect(training.locator(f'option[value="{job["training_file"]}"]')).to_have_count(1)
+    expect(training).to_have_value("")
+    page.get_by_role("button", name="Estimate time and price").click()
+    expect(page.locator("#choose-file")).to_have_text(
+        "Choose a training file first: upload one above, or pick one of your files.")
+    training.select_option(job["training_file"])
     page.get_by_role("button", name="Estimate time and price").click()
     expect(page.locator("#estimate-result")).to_contain_text("Time:")
     expect(page.locator("#estimate-result")).to_contain_text("Price: $")
@@ -99,24 +118,52 @@ def test_the_page_writes_money_as_the_cli_does(page: Page) -> None:
 
 
 TRAINER = r"""
-import os, sys, time
+import json, os, sys, time
 print("hello <script>window.pwned = 1</script> <b>bold</b>", flush=True)
 for i in range(60):
     print(f"early line {i}", flush=True)
 while not os.path.exists("../go"):  # in the job's directory, which it may read as root's
     time.sleep(0.05)  # not the test's wait: the fake trainer's poll of the flag it waits for
 print("after the flag", flush=True)
+config = json.load(open(sys.argv[-1]))
+os.makedirs(config["output_dir"], exist_ok=True)
+for line in ({"type": "progress", "step": 10, "max_steps": 20, "loss": 0.5},
+             {"type": "done", "model_path": config["output_dir"], "stopped_at": 10,
+              "best_step": 5}):
+    print(json.dumps(line), flush=True)
 """
 """A trainer whose log has markup in it and goes on when the test says (a file ``go`` in its
 job's directory: a trainer of a root server runs as another user, who reaches no folder of
-the test's)."""
+the test's); then it stops early, at step 10 of 20, its model the checkpoint of step 5 (as
+TRL's early stopping reports it)."""
 
 
 def test_the_job_page_follows_the_log_live_and_shows_markup_as_text(
         page: Page, api: httpx.Client, live_server: LiveServer, tmp_path: Path) -> None:
-    job = create_job(api, {"command": [sys.executable, "-c", TRAINER]})
+    validation = api.post("/v1/files", files={"file": ("valid.jsonl", b'{"text": "a"}\n' * 3)})
+    assert validation.status_code == 200, validation.text
+    job = create_job(api, {"command": [sys.executable, "-c", TRAINER]},
+                     validation_file=validation.json()["id"],
+                     early_stopping={"patience": 2, "min_delta": 0.001})
     flag = live_server.data_dir / "jobs" / job["id"] / "go"
     page.goto(f"{api.base_url}".rstrip("/") + f"/jobs/{job['id']}")
+    # What a user checks first: the job's name (its id under it), its files, and the
+    # hyperparameters as they run (the server's, "auto" resolved), each as the API has it.
+    expect(page.locator("#job-name")).to_have_text("dash job")
+    expect(page.locator("#job-id")).to_have_text(job["id"])
+    expect(page.locator('dd[data-field="Training file"]')).to_have_text(
+        f"sample.jsonl (48 lines, text) · {job['training_file']}")
+    expect(page.locator('dd[data-field="Validation file"]')).to_have_text(
+        f"valid.jsonl (3 lines, text) · {job['validation_file']}")
+    ran = job["hyperparameters"]
+    assert ran["max_steps"] == 20 and "auto" not in ran.values() and ran["n_epochs"] >= 1
+    listed = page.locator("#hyperparameters")
+    expect(listed.locator("dt")).to_have_text(list(ran))
+    expect(listed.locator("dd")).to_have_text(
+        page.evaluate("hp => Object.values(hp).map(hyperparameterText)", ran))
+    expect(listed.locator('dd[data-field="max_steps"]')).to_have_text("20")
+    expect(listed.locator('dd[data-field="learning_rate"]')).to_have_text(
+        page.evaluate("String", ran["learning_rate"]))
     log = page.locator("#log")
     expect(log).to_contain_text("hello <script>window.pwned = 1</script> <b>bold</b>")
     expect(log).to_contain_text("early line 59")
@@ -133,6 +180,18 @@ def test_the_job_page_follows_the_log_live_and_shows_markup_as_text(
     expect(log).to_contain_text("after the flag")
     assert log.evaluate("el => el.scrollTop") == 0
     expect(page.locator("#events")).to_contain_text("JOB_PENDING")
+
+    # Stopped early: the page says at which step of how many, and that the model is the
+    # best checkpoint's (the API's progress reads "10 of 10": the run ended there).
+    expect(page.locator('dd[data-field="Status"] .status')).to_have_text("succeeded")
+    done = api.get(f"/v1/fine_tuning/jobs/{job['id']}").json()
+    assert done["progress"]["step"] == done["progress"]["max_steps"] == 10, done["progress"]
+    expect(page.locator("#step-loss")).to_have_text(" stopped early at step 10 of 20 · loss 0.5000")
+    expect(page.locator('dd[data-field="Fine-tuned model"]')).to_have_text(
+        f"{done['fine_tuned_model']}the checkpoint of step 5 (the best validation loss)")
+    expect(page.locator('dd[data-field="Early stopping"]')).to_have_text(
+        "after 2 evaluations without improvement of at least 0.001: stopped at step 10 of 20; "
+        "the model is step 5's checkpoint")
 
 
 def test_a_job_is_cancelled_from_its_page_after_confirmation(page: Page,
@@ -236,9 +295,16 @@ def test_sign_out_ends_the_session_and_the_page_asks_to_sign_in_again(
     expect(page.get_by_role("button", name="Estimate time and price")).to_be_visible()
     session = next(c for c in context.cookies() if c["name"] == "alallo_session")["value"]
     assert live_server.api_key not in session
+    refused: list[str] = []
+    page.on("response", lambda r: refused.append(f"{r.status} {r.url}")
+            if r.status >= 400 else None)
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator("main")).to_contain_text("Sign in with the link")
     expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    page.reload()  # signed out, the page remembers it: no request answers 401 then either
+    expect(page.locator("main")).to_contain_text("Sign in with the link")
+    page.wait_for_load_state("networkidle")
+    assert refused == []
     assert [c for c in context.cookies() if c["name"] == "alallo_session"] == []
     context.close()
     replayed = httpx.get(f"{live_server.url}/v1/fine_tuning/jobs", timeout=30,

@@ -66,6 +66,10 @@ def test_a_first_job_from_upload_to_chatting_with_the_model(
     expect(chart).to_have_attribute("data-valid-points", "2")  # evaluated at 10 and 20
     series = api.get(f"/v1/fine_tuning/jobs/{job_id}/metrics").json()["data"]
     assert [row["step"] for row in series] == [10, 20]
+    # Off the chart, its legend reads the step 20 figures (uPlot's own reads "--").
+    latest = page.evaluate("xs => xs.map(x => x.toFixed(4))",
+                           [series[-1]["train_loss"], series[-1]["valid_loss"]])
+    expect(chart.locator(".u-legend .u-value")).to_have_text(["20", *latest])
 
     page.locator("#chat-input").fill("Hello there")
     page.locator("#chat-send").click()

@@ -61,9 +61,23 @@ def create_job(api: httpx.Client, file_id: str, *, steps: int = 5,
 
 def test_the_estimate_form_says_why_a_model_cannot_run_and_no_page_gets_a_404(
         context: BrowserContext, api: httpx.Client) -> None:
-    upload(api)
+    file_id = upload(api)
     page, failed = signed_in(context, api)
     result = page.locator("#estimate-result")
+    # The account's files are listed, none chosen: a file uploaded before the page opened
+    # (by the API, another tab) is no file the user picked. No estimate until one is.
+    training = page.get_by_label("Training file")
+    expect(training.locator(f'option[value="{file_id}"]')).to_have_count(1)
+    expect(training.locator("option").first).to_have_text("Choose a file…")
+    expect(training).to_have_value("")
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.get_by_role("button", name="Estimate time and price").click()
+    expect(result).to_have_text("Choose a training file first: upload one above, or pick "
+                                 "one of your files.")
+    expect(training).to_be_focused()
+    assert [url for url in asked if "/estimates" in url] == []
+    training.select_option(file_id)
     page.get_by_label("Model").fill("meta-llama/Llama-3.1-70B")
     page.get_by_role("button", name="Estimate time and price").click()
     expect(result).to_contain_text("Not available right now.")
