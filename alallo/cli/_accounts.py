@@ -177,7 +177,7 @@ def list_accounts(data_dir: DataDirOption = None, database_url: DatabaseUrlOptio
     out = console()  # ids and amounts whole on any width; the name wraps, the rest goes first
     columns = [Column("ID", keep=True), Column("Name"), Column("Balance", keep=True),
                Column("Billing limit", keep=True, drop=1), Column("Commands", drop=3),
-               Column("Created at", drop=2)]
+               Column("Created at", keep=True, drop=2)]
     out.print(fitted_table(out, columns, [
         [row["id"], row["name"], money(row["balance"]), money(row["billing_limit"]),
          "allowed" if row["allow_commands"] else "-", timestamp(row["created_at"])]

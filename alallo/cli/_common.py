@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, NoReturn
 
+import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -22,6 +23,7 @@ __all__ = [
     "JsonOption",
     "UrlOption",
     "console",
+    "error_line",
     "error_text",
     "fail",
     "make_client",
@@ -73,12 +75,15 @@ def make_client(url: str | None, api_key: str | None) -> Client:
 
 @contextlib.contextmanager
 def open_client(url: str | None, api_key: str | None) -> Iterator[Client]:
-    """A client whose failures end the command with one red line on stderr, exit 1."""
+    """A client whose failures end the command with one red line on stderr, exit 1
+    (:func:`error_line`)."""
+    base_url = url
     try:
         with make_client(url, api_key) as client:
+            base_url = client.base_url
             yield client
     except AlalloClientError as exc:
-        fail(_error_text(exc))
+        fail(error_line(exc, base_url))
 
 
 def fail(message: str) -> NoReturn:
@@ -189,7 +194,31 @@ def timestamp(seconds: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
 
 
-def _error_text(exc: AlalloClientError) -> str:
+def error_line(exc: AlalloClientError, url: str | None = None) -> str:
+    """The one line a failed call prints: the server's message and the field at fault;
+    where the server could not be reached, or did not take the key, what to set.
+
+    The usual cause is a server started elsewhere: on another port (``ALALLO_URL``), or
+    with another ``--data-dir``, whose ``api-key`` file holds the key it knows
+    (``ALALLO_API_KEY``); ``url`` is the server the call went to, named in the hint.
+    """
     if isinstance(exc, ApiError):
-        return f"{exc.message} (param: {exc.param})" if exc.param else exc.message
-    return str(exc)
+        text = f"{exc.message} (param: {exc.param})" if exc.param else exc.message
+        if exc.status_code == 401:
+            return text + _KEY_HINT
+        if exc.code.startswith("http_"):  # no alallo error body: another program answered
+            return f"{text}; is {url or 'the URL'} an alallo server? {_URL_HINT}"
+        return text
+    text = str(exc)
+    if isinstance(exc.__cause__, (httpx.ConnectError, httpx.TimeoutException)):
+        return f"{text}; if it runs elsewhere, {_URL_HINT}"
+    if text.startswith("no API key"):  # alallo.client's missing_key
+        return text + _DATA_DIR_HINT
+    return text
+
+
+_URL_HINT = "set ALALLO_URL (or --url) to the address `alallo serve` printed"
+_KEY_HINT = ("; set ALALLO_API_KEY (or --api-key) to this server's key: `alallo serve` "
+             "printed it and keeps it in api-key in its --data-dir (default ./.alallo)")
+_DATA_DIR_HINT = ("; a server started with --data-dir DIR keeps it in DIR/api-key: "
+                  "set ALALLO_API_KEY to it")

@@ -76,7 +76,7 @@ def list_files(
         return
     columns = [Column("ID", keep=True), Column("Filename", drop=1, fold=True), Column("Lines", drop=3),
                Column("Format", drop=4), Column("Bytes", drop=5), Column("Status", keep=True),
-               Column("Created at", drop=6)]
+               Column("Created at", keep=True, drop=6)]
     rows = [
         [
             item["id"],

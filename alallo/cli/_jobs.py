@@ -284,8 +284,8 @@ def events(
         print_json({"object": "list", "data": items, "has_more": False})
         return
     out = console()
-    columns = [Column("Message"), Column("Type", keep=True), Column("Created at", drop=1),
-               Column("Hash", drop=2)]
+    columns = [Column("Message"), Column("Type", keep=True),
+               Column("Created at", keep=True, drop=1), Column("Hash", keep=True, drop=2)]
     rows = []
     for event in items:
         style = {"warn": "yellow", "error": "red"}.get(str(event.get("level")), "")

@@ -101,11 +101,15 @@ async def _run_server(settings: Settings, console: Console, *,
         url = binds[0].replace("0.0.0.0", "127.0.0.1")
         await runtime.cluster.set_address(binds[0])
         key_file = (settings.data_dir / "api-key").resolve()
-        console.print(f"alallo is serving at [bold]{url}[/bold]  (data in {settings.data_dir.resolve()})")
+        # soft_wrap: a path or a key is never broken onto a new line by rich (a terminal
+        # folds a long line, and copying it gives it back whole).
+        console.print(f"alallo is serving at [bold]{url}[/bold]  "
+                      f"(data in {settings.data_dir.resolve()})", soft_wrap=True)
         if runtime.api_key_created:
-            console.print(f"Your API key: [bold]{runtime.api_key}[/bold]  (saved in {key_file})")
+            console.print(f"Your API key: [bold]{runtime.api_key}[/bold]  (saved in {key_file})",
+                          soft_wrap=True)
         else:
-            console.print(f"Your API key is in {key_file}")
+            console.print(f"Your API key is in {key_file}", soft_wrap=True)
         console.print(f"Dashboard (a one-time sign-in link): "
                       f"{url}{sign_in.new_link(runtime.api_key)}", soft_wrap=True)
         completions = runtime.completions

@@ -47,15 +47,27 @@ def fitted_table(console: Console, columns: Sequence[Column],
                  rows: Sequence[Sequence[str | Text]]) -> Table:
     """A table of ``rows`` that fits ``console.width`` without cutting kept values.
 
-    Each row has one cell per column, in the order of ``columns``.
+    Each row has one cell per column, in the order of ``columns``. Where the kept
+    columns and the wrapping ones at their narrowest still do not fit, once the
+    droppable columns are gone, the wrapping ones break inside words, down to their
+    header's width, and are then left out, last first: only a terminal narrower
+    than the kept values alone cuts one.
     """
     cells = [[cell if isinstance(cell, Text) else Text(str(cell)) for cell in row] for row in rows]
     needs = [_need(column, [row[index] for row in cells]) for index, column in enumerate(columns)]
     shown = list(range(len(columns)))
     droppable = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
-    # Each column takes its width plus a space either side and one border.
-    while droppable and sum(needs[i] + 3 for i in shown) + 1 > console.width:
+
+    def excess() -> int:
+        # Each column takes its width plus a space either side and one border.
+        return sum(needs[i] + 3 for i in shown) + 1 - console.width
+
+    while droppable and excess() > 0:
         shown.remove(droppable.pop(0))
+    _squeeze(columns, needs, shown, excess())
+    wrapping = [i for i in shown if not columns[i].keep]
+    while wrapping and excess() > 0:
+        shown.remove(wrapping.pop())
     widths = _widths(columns, cells, needs, shown, console.width - 3 * len(shown) - 1)
     table = Table()
     for index in shown:
@@ -65,6 +77,19 @@ def fitted_table(console: Console, columns: Sequence[Column],
     for row in cells:
         table.add_row(*(row[index] for index in shown))
     return table
+
+
+def _squeeze(columns: Sequence[Column], needs: list[int], shown: list[int], excess: int) -> None:
+    """Narrow the shown wrapping columns by ``excess`` in all, widest first, none below its
+    header (``needs`` is changed): their words then break rather than push a kept value out."""
+    while excess > 0:
+        wrapping = [i for i in shown if not columns[i].keep
+                    and needs[i] > Text(columns[i].header).cell_len]
+        if not wrapping:
+            return
+        widest = max(wrapping, key=lambda i: needs[i])
+        needs[widest] -= 1
+        excess -= 1
 
 
 def _widths(columns: Sequence[Column], cells: list[list[Text]], needs: list[int],

@@ -122,7 +122,8 @@ def test_unreachable_server_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
     assert result.exit_code == 1
     assert result.stderr == (
         "Error: cannot reach alallo at http://127.0.0.1:9: is the server running? "
-        "start it with `alallo serve`\n"
+        "start it with `alallo serve`; if it runs elsewhere, set ALALLO_URL (or --url) "
+        "to the address `alallo serve` printed\n"
     )
 
 

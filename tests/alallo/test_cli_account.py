@@ -81,4 +81,5 @@ def test_a_refused_key_is_one_red_line_and_exit_1(server: FakeServer) -> None:
                                                           "invalid API key"))
     result = run()
     assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr == "Error: invalid API key\n"
+    assert result.stderr.startswith("Error: invalid API key; set ALALLO_API_KEY")
+    assert len(result.stderr.splitlines()) == 1
