@@ -12,6 +12,10 @@ A name with a ``/`` that is no well-formed hub id (``models/alallo--tiny-gpt2``,
 10,000 characters, a space) is refused at once with what is wrong (:func:`hub_id_problem`):
 it never reaches the hub, whose client would refuse it too, but as an error that read as
 "try again".
+
+Nor does a name of ``alallo/``, the built-in models' namespace (no hub repo): a typo there
+(``alallo/tiny-gpt3``) is refused at once, naming the closest models this server knows, as
+is any name found nowhere (``; the closest known: 'alallo/tiny-gpt2'``).
 """
 
 from __future__ import annotations
@@ -126,6 +130,11 @@ class Catalogue:
         path = Path(name)
         if path.is_absolute():
             return self._local(name, path)
+        if _built_in_namespace(name):
+            raise InvalidRequest(
+                f"unknown model {shown_name(name)}: alallo/ names this server's built-in "
+                f"models ({', '.join(TINY_MODELS)}), none on the Hugging Face hub"
+                f"{self._closest_hint(name)}", param="model")
         if "/" in name and (problem := hub_id_problem(name)) is not None:
             raise InvalidRequest(f"{shown_name(name)} is not a Hugging Face hub id: {problem}",
                                  param="model")
@@ -138,14 +147,24 @@ class Catalogue:
                    name) else f"unknown model {shown_name(name)}"
         raise InvalidRequest(
             f"{why}: use one of {known}, a hub model in the cache, or the absolute path of "
-            "a local Hugging Face model directory",
+            f"a local Hugging Face model directory{self._closest_hint(name)}",
             param="model",
         )
+
+    def hub_may_have(self, name: str) -> bool:
+        """Whether the Hugging Face hub may hold ``name``, a model :meth:`resolve` does not
+        find: a well-formed hub id outside ``alallo/``, the built-in models' namespace (no
+        hub repo: a typo there is answered at once, never as the hub's silence)."""
+        return HUB_ID.match(name) is not None and not _built_in_namespace(name)
 
     def closest(self, name: str) -> builtins.list[str]:
         """Up to 3 known model ids most like ``name`` (difflib's ratio, at least 0.4), the
         most alike first: for a message about a name that is not found."""
         return difflib.get_close_matches(name, list(self._models), n=3, cutoff=0.4)
+
+    def _closest_hint(self, name: str) -> str:
+        closest = ", ".join(repr(known) for known in self.closest(name))
+        return f"; the closest known: {closest}" if closest else ""
 
     def _local(self, name: str, path: Path) -> CatalogueModel:
         """The local model directory ``path`` (``name``, absolute), listed from now on.
@@ -200,6 +219,10 @@ class Catalogue:
                 with contextlib.suppress(InvalidRequest):
                     found.append(self.resolve(repo.repo_id))
         return found
+
+
+def _built_in_namespace(name: str) -> bool:
+    return name.partition("/")[0].lower() == TINY_GPT2.partition("/")[0]
 
 
 def hub_id_problem(name: str) -> str | None:

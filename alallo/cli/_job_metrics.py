@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
@@ -33,16 +32,14 @@ _COLUMNS = (("step", "Step", 0), ("train_loss", "Train loss", 0), ("reward", "Re
 """The table's columns: the series' key, the header, and when it is left out (0: never).
 A column no row has a value for is left out, so a supervised job shows no reward."""
 _KEPT = ("step", "train_loss", "reward", "valid_reward", "valid_loss")
-_REWARDS = ("reward", "reward_std", "valid_reward")
-"""A reinforcement job's figures: the CSV has them (and a ``score_<name>`` column per
-grader, as the job's results file) only when a row has a reward."""
 
 
 @jobs_app.command("metrics")
 def metrics(
     job_id: JobIdArgument,
     after: Annotated[int, typer.Option(help="Only the steps after this one.")] = 0,
-    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, a column per figure.")] = False,
+    as_csv: Annotated[bool, typer.Option(
+        "--csv", help="Print CSV, with the columns of the job's results file.")] = False,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
@@ -65,16 +62,11 @@ def metrics(
 
 
 def _write_csv(rows: Sequence[Mapping[str, Any]]) -> None:
-    rewarded = any(row.get(key) is not None for row in rows for key in _REWARDS)
-    left_out = {"object", "scores"} | (set() if rewarded else set(_REWARDS))
-    names = [key for key in (rows[0] if rows else {"step": 0}) if key not in left_out]
-    graders = sorted({name for row in rows for name in (row.get("scores") or {})})
-    writer = csv.DictWriter(sys.stdout, names + [f"score_{name}" for name in graders],
-                            extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({**row, **{f"score_{name}": score
-                                for name, score in (row.get("scores") or {}).items()}}
-                     for row in rows)
+    """The job's results file's columns and names (OpenAI's), so that a CSV of the CLI and
+    the job's own read alike; imported here, not at start, as ``--csv`` alone needs it."""
+    from alallo.jobs import metrics_csv
+
+    sys.stdout.write(metrics_csv(rows))
 
 
 def _cell(value: Any) -> str:

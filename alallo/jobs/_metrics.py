@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..trainers import Metrics
@@ -31,6 +31,9 @@ accuracy), then alallo's own figures."""
 REWARD_COLUMNS = ("train_reward", "train_reward_std", "valid_reward")
 """A reinforcement job's columns after :data:`CSV_COLUMNS`: the grader's mean score of the
 step's answers and their spread, and of the validation prompts' answers."""
+_PREFERENCE_COLUMNS = ("reward_accuracy", "reward_margin")
+"""A DPO job's columns after :data:`CSV_COLUMNS`: how often, and by how much, the preferred
+answer out-scores the other."""
 
 
 class MetricsPoint(Metrics):
@@ -74,12 +77,16 @@ def series(points: Iterable[MetricsPoint]) -> list[dict[str, float | int | None]
     return [{"step": step, **rows[step]} for step in sorted(rows)]
 
 
-def metrics_csv(rows: Iterable[dict[str, Any]]) -> str:
-    """The rows of :func:`series` as the results CSV (:data:`CSV_COLUMNS`, empty cells for
-    figures not reported at a step); a reinforcement job's adds :data:`REWARD_COLUMNS` and
-    a ``score_<name>`` column per grader."""
+def metrics_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The rows of :func:`series` (or of ``GET /v1/fine_tuning/jobs/{id}/metrics``, as
+    ``alallo jobs metrics --csv`` writes them) as the results CSV (:data:`CSV_COLUMNS`,
+    empty cells for figures not reported at a step); a DPO job's adds its reward accuracy
+    and margin, a reinforcement job's :data:`REWARD_COLUMNS` and a ``score_<name>`` column
+    per grader. The step's ``epoch`` is not a column (OpenAI's results file has none)."""
     rows = list(rows)
     columns: tuple[str, ...] = CSV_COLUMNS
+    if any(row.get(name) is not None for row in rows for name in _PREFERENCE_COLUMNS):
+        columns += _PREFERENCE_COLUMNS
     if any(row.get("reward") is not None or row.get("valid_reward") is not None
            for row in rows):
         names = sorted({name for row in rows for name in (row.get("scores") or {})})

@@ -12,7 +12,11 @@ id nobody has (so does another account's).
 ``GET /v1/models/{id}/content?format=adapter|merged`` is a tar.gz of the model: the PEFT
 adapter as saved (or the whole model of a full fine-tune), or the adapter merged into its base
 (``merge_and_unload``, run by ``python -m alallo.trainers.merge`` in a child process, never
-in the server's event loop). Each archive is built once, into the job's directory, and served
+in the server's event loop). The adapter's ``adapter_config.json`` names its base by the
+directory the trainer loaded, a path on this server that the server's own engines rely on;
+the archive's copy names it by its id instead (``alallo/tiny-gpt2``, or the hub id with its
+commit as ``revision``), so that the adapter loads elsewhere (:func:`_portable_config`).
+Each archive is built once, into the job's directory, and served
 as a file (``Content-Length``, ``Range``).
 
 Requests that arrive while an archive is being built wait for that one build and are served
@@ -27,11 +31,13 @@ builds again.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +57,9 @@ from ._model_ids import legacy_model_id, model_id, parse_model_id
 __all__ = ["ArchiveFormat", "FineTunedModels"]
 
 ArchiveFormat = Literal["adapter", "merged"]
+
+ADAPTER_CONFIG = "adapter_config.json"
+"""A PEFT adapter's config, which names its base model (``base_model_name_or_path``)."""
 
 
 TRAINED_CACHED = 1024
@@ -161,7 +170,7 @@ class FineTunedModels:
                 continue
             build = self._builds[out] = _Build()
             try:
-                await self._build(source, out, merge=fmt == "merged", model=model)
+                await self._build(source, out, merge=fmt == "merged", model=model, job=job)
             except BaseException as exc:  # trio.Cancelled too: a waiter then builds instead
                 build.error = exc
                 raise
@@ -170,20 +179,24 @@ class FineTunedModels:
                 build.done.set()
         return out
 
-    async def _build(self, source: Path, out: Path, *, merge: bool, model: str) -> None:
-        """Write the archive ``out`` of the model at ``source`` (merged into its base if
-        ``merge`` and it is an adapter), whole or not at all."""
+    async def _build(self, source: Path, out: Path, *, merge: bool, model: str,
+                     job: Job) -> None:
+        """Write the archive ``out`` of ``job``'s model at ``source`` (merged into its base
+        if ``merge`` and it is an adapter), whole or not at all."""
         if not source.is_dir():  # deleted since it was found
             raise NotFound(f"no model {shown(model)}", param="model")
         top = out.name.removesuffix(".tar.gz")
         out.parent.mkdir(exist_ok=True)
-        if not (merge and (source / "adapter_config.json").is_file()):
-            await trio.to_thread.run_sync(_tar, source, out, top)
+        config = source / ADAPTER_CONFIG
+        if not (merge and config.is_file()):
+            replaced = ({ADAPTER_CONFIG: await trio.to_thread.run_sync(
+                _portable_config, config, job)} if config.is_file() else {})
+            await trio.to_thread.run_sync(_tar, source, out, top, replaced)
             return
         merged = Path(tempfile.mkdtemp(prefix=f".{top}-", dir=out.parent))
         try:
             await self._merge(source, merged)
-            await trio.to_thread.run_sync(_tar, merged, out, top)
+            await trio.to_thread.run_sync(_tar, merged, out, top, {})
         finally:
             with trio.CancelScope(shield=True):  # a cancelled build leaves nothing either
                 await trio.to_thread.run_sync(shutil.rmtree, merged, True)
@@ -236,16 +249,47 @@ class _Build:
             raise OSError(str(self.error)) from self.error
 
 
-def _tar(source: Path, out: Path, top: str) -> None:
+def _portable_config(config: Path, job: Job) -> bytes:
+    """The adapter's config with its base named by id, not by the path on this server: the
+    job's base model (the hub id without ``@revision``, its commit as PEFT's ``revision``);
+    a base that is a local directory the job named keeps its path, the only name it has.
+
+    Raises:
+        OSError: the config cannot be read, or is not a JSON object.
+    """
+    try:
+        data = json.loads(config.read_bytes())
+    except ValueError as exc:
+        raise OSError(f"{config.name} of the adapter is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise OSError(f"{config.name} of the adapter is not a JSON object")
+    base = job.base_model
+    if not Path(base).is_absolute():
+        base, _, revision = base.partition("@")
+        if job.model_revision or revision:
+            data["revision"] = job.model_revision or revision
+    data["base_model_name_or_path"] = base
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _tar(source: Path, out: Path, top: str, replaced: Mapping[str, bytes]) -> None:
     """``source``'s files as ``top/...`` in a tar.gz at ``out``, written whole or not at all:
-    into a temporary file of its own beside ``out``, renamed into place once complete."""
+    into a temporary file of its own beside ``out``, renamed into place once complete. A
+    file named in ``replaced`` (by its path in ``source``) holds those bytes instead."""
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
     partial = Path(name)
     try:
         with os.fdopen(fd, "wb") as file, tarfile.open(fileobj=file, mode="w:gz") as archive:
             for path in sorted(source.rglob("*")):
-                if path.is_file():
-                    archive.add(path, arcname=f"{top}/{path.relative_to(source).as_posix()}")
+                if not path.is_file():
+                    continue
+                inside = path.relative_to(source).as_posix()
+                if inside not in replaced:
+                    archive.add(path, arcname=f"{top}/{inside}")
+                    continue
+                info = archive.gettarinfo(path, arcname=f"{top}/{inside}")
+                info.size = len(replaced[inside])
+                archive.addfile(info, io.BytesIO(replaced[inside]))
         os.replace(partial, out)
     except BaseException:
         partial.unlink(missing_ok=True)

@@ -18,7 +18,6 @@ from .. import api
 from .._errors import InvalidRequest, NotFound
 from .._status import Message
 from ..capacity import (
-    HUB_ID,
     Catalogue,
     CatalogueModel,
     PlanOptions,
@@ -148,7 +147,8 @@ class Planning:
 
     async def find_model(self, name: str) -> CatalogueModel:
         """The model a job names, asking the Hugging Face hub (in a worker thread) for a hub
-        id the cache lacks, when this server reaches the hub; remembered from then on.
+        id the cache lacks, when this server reaches the hub; remembered from then on. Never
+        for a name of ``alallo/`` (:meth:`~alallo.capacity.Catalogue.hub_may_have`).
 
         Raises:
             InvalidRequest: no such model here or on the hub, or the hub cannot be reached
@@ -157,7 +157,7 @@ class Planning:
         try:
             return self._catalogue.resolve(name)
         except InvalidRequest:
-            if not HUB_ID.match(name) or not hub_reachable():
+            if not self._catalogue.hub_may_have(name) or not hub_reachable():
                 raise
         token = self._settings.hf_token
         try:

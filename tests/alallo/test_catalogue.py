@@ -76,3 +76,17 @@ def test_the_catalogue_rule_is_the_hubs(name: str) -> None:
         assert hub_says_valid, name  # what the catalogue lets through, the hub client takes
     elif hub_says_valid and repo.isascii():
         assert "revision" in problem, (name, problem)  # only the revision can be wrong then
+
+
+@pytest.mark.parametrize("name", ["alallo/tiny-gpt3", "Alallo/tiny-llama", "alallo/tiny gpt2"])
+def test_a_typo_among_the_built_in_models_is_no_hub_id_and_names_the_closest(name: str) -> None:
+    catalogue = Catalogue()
+    assert not catalogue.hub_may_have(name)
+    with pytest.raises(InvalidRequest) as refused:
+        catalogue.resolve(name)
+    assert refused.value.param == "model"
+    assert refused.value.message.startswith(
+        f"unknown model {name!r}: alallo/ names this server's built-in models "
+        "(alallo/tiny-gpt2, alallo/tiny-llama), none on the Hugging Face hub; the closest "
+        "known: 'alallo/tiny-")
+    assert catalogue.hub_may_have("acme/tiny-gpt3") and not catalogue.hub_may_have("tiny")

@@ -103,7 +103,7 @@ def test_metrics_and_the_result_file_from_the_command_line(live_server: LiveServ
     steps = [m.group(1) for line in table.splitlines() if (m := re.match(r"\W*(\d+) ", line))]
     assert steps == ["10", "20"], table
     rows = alallo(live_server, "jobs", "metrics", job_id, "--csv", "--after", "10").stdout
-    assert rows.splitlines()[0].startswith("step,epoch,train_loss,")
+    assert rows.splitlines()[0].startswith("step,train_loss,train_accuracy,valid_loss,")
     assert [line.split(",")[0] for line in rows.splitlines()[1:]] == ["20"]
 
     job = json.loads(alallo(live_server, "jobs", "get", job_id, "--json").stdout)
@@ -113,6 +113,7 @@ def test_metrics_and_the_result_file_from_the_command_line(live_server: LiveServ
     assert f"Saved {result} to {target}" in saved.stdout
     lines = target.read_text().splitlines()
     assert lines[0].startswith("step,train_loss,train_accuracy,valid_loss,")
+    assert lines[0] == rows.splitlines()[0], "one set of columns (issue 35)"
     assert [line.split(",")[0] for line in lines[1:]] == ["10", "20"]
     missing = alallo(live_server, "files", "download", "file-nope", check=False)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr

@@ -169,16 +169,21 @@ def test_metrics_show_the_reward_of_a_reinforcement_job_and_none_for_supervised(
     assert [cell.strip() for cell in last.strip("│ ").split("│")][2:5] == [
         "0.7500", "0.4330", "0.5000"]
     rows = run("jobs", "metrics", "ft-1", "--csv").stdout.splitlines()
-    assert rows[0] == ("step,epoch,train_loss,learning_rate,reward,reward_std,valid_reward,"
-                       "score_exact,score_valid.exact")
-    assert rows[2] == "2,1.0,0.02,5e-05,0.75,0.433,0.5,0.75,0.5"
+    # The job's results file's columns (OpenAI's names), issue 35.
+    assert rows[0] == ("step,train_loss,train_accuracy,valid_loss,valid_mean_token_accuracy,"
+                       "full_valid_loss,full_valid_mean_token_accuracy,learning_rate,grad_norm,"
+                       "tokens_per_s,train_reward,train_reward_std,valid_reward,score_exact,"
+                       "score_valid.exact")
+    assert rows[2] == "2,0.02,,,,,,5e-05,,,0.75,0.433,0.5,0.75,0.5"
 
     fake.answers[("GET", path)] = httpx.Response(200, json={"object": "list",
                                                             "data": SUPERVISED})
     table = run("jobs", "metrics", "ft-1").stdout
     assert "Reward" not in table and "Train loss" in table
     assert run("jobs", "metrics", "ft-1", "--csv").stdout.splitlines() == [
-        "step,epoch,train_loss,learning_rate", "10,1.0,1.5,0.001"]
+        "step,train_loss,train_accuracy,valid_loss,valid_mean_token_accuracy,full_valid_loss,"
+        "full_valid_mean_token_accuracy,learning_rate,grad_norm,tokens_per_s",
+        "10,1.5,,,,,,0.001,,"]
 
 
 @pytest.mark.unit
@@ -237,10 +242,10 @@ def test_a_reinforcement_job_from_the_command_line_reports_its_reward(
     assert "Valid loss" not in header and "Train acc." not in header
     rows = typed(live_server, "jobs", "metrics", job_id, "--csv").stdout.splitlines()
     columns = rows[0].split(",")
-    assert {"reward", "reward_std", "valid_reward", "score_exact",
+    assert {"train_reward", "train_reward_std", "valid_reward", "score_exact",
             "score_valid.exact"} <= set(columns) and "scores" not in columns
     last = dict(zip(columns, rows[-1].split(","), strict=True))
-    assert last["step"] == "2" and float(last["reward"]) == 0.0  # the random model: no "1"
+    assert last["step"] == "2" and float(last["train_reward"]) == 0.0  # the random model
     assert float(last["valid_reward"]) == 0.0
 
 

@@ -102,6 +102,15 @@ def test_a_reinforcement_series_carries_the_rewards_and_each_graders_score_to_th
     assert "reward" not in supervised  # other methods' results keep OpenAI's columns
 
 
+def test_a_dpo_series_carries_its_reward_accuracy_and_margin_to_the_csv() -> None:
+    # What `alallo jobs metrics --csv` wrote before it wrote the results file's columns.
+    rows = series([MetricsPoint(n=1, at=0, step=10, train_loss=0.6, reward_accuracy=0.75,
+                                reward_margin=0.5)])
+    table = list(csv.DictReader(io.StringIO(metrics_csv(rows))))
+    assert list(table[0])[-3:] == ["tokens_per_s", "reward_accuracy", "reward_margin"]
+    assert (table[0]["reward_accuracy"], table[0]["reward_margin"]) == ("0.75", "0.5")
+
+
 def test_the_estimate_counts_the_evaluations_time_and_not_their_price() -> None:
     from test_lifecycle import LOCAL
 

@@ -1,7 +1,8 @@
 """A model id that no retry can make right answers 400 saying what is wrong with it, on a
 server that asks the hub about models its cache lacks (issue 31: it answered 503 "try
 again", and a client that retries a 5xx looped). The hub is a closed port: nothing here may
-reach it, and nothing does."""
+reach it, and nothing does. A typo among the built-in models (``alallo/``) never asks the
+hub: it answers 400 naming the closest models the server knows (issue 35)."""
 
 from __future__ import annotations
 
@@ -46,10 +47,43 @@ async def test_a_hub_id_the_server_cannot_check_is_refused_naming_the_closest_mo
                                  timeout=30) as client:
         file_id = (await upload(client, EXAMPLES / "sample.jsonl")).json()["id"]
         answer = await client.post("/v1/fine_tuning/jobs", json={
-            "model": "alallo/tiny-gpt3", "training_file": file_id})
+            "model": "acme/tiny-gpt2", "training_file": file_id})
         assert 400 <= answer.status_code < 500, answer.text
         error = answer.json()["error"]
         assert error["param"] == "model"
-        assert error["message"].startswith("'alallo/tiny-gpt3' is neither in this server's "
+        assert error["message"].startswith("'acme/tiny-gpt2' is neither in this server's "
                                            "Hugging Face cache nor on a hub it can reach now")
         assert "; the closest known: 'alallo/tiny-gpt2'" in error["message"], error["message"]
+        # A typo among the built-in models is no hub id: the hub is not asked (it would
+        # say it cannot be reached), the closest built-in names are (issue 35).
+        for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
+            await _typo_is_refused_naming_the_built_in_models(client, path, file_id)
+        assert (await client.get("/v1/fine_tuning/jobs")).json()["data"] == []
+
+
+async def test_an_offline_server_names_the_closest_models_for_a_typo_or_a_missing_hub_id(
+        client: httpx.AsyncClient, file_id: str) -> None:
+    # HF_HUB_OFFLINE=1 (the tests' setting): it read as an outage (issue 35).
+    for path in ("/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"):
+        await _typo_is_refused_naming_the_built_in_models(client, path, file_id)
+        answer = await client.post(path, json={"model": "acme/tiny-gpt2",
+                                               "training_file": file_id})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "model"
+        assert error["message"].startswith("'acme/tiny-gpt2' is not in this server's "
+                                           "Hugging Face cache (the operator downloads it")
+        assert "; the closest known: 'alallo/tiny-gpt2'" in error["message"], error["message"]
+
+
+async def _typo_is_refused_naming_the_built_in_models(client: httpx.AsyncClient, path: str,
+                                                      file_id: str) -> None:
+    answer = await client.post(path, json={"model": "alallo/tiny-gpt3",
+                                           "training_file": file_id})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "model"
+    assert error["message"].startswith(
+        "unknown model 'alallo/tiny-gpt3': alallo/ names this server's built-in models "
+        "(alallo/tiny-gpt2, alallo/tiny-llama), none on the Hugging Face hub; the closest "
+        "known: 'alallo/tiny-gpt2'"), error["message"]

@@ -5,6 +5,7 @@ the tests load and generate, download it from many clients at once, and delete i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,16 +103,26 @@ async def test_many_clients_download_a_new_archive_at_once_and_a_failed_build_is
 
     # Each format, PARALLEL clients at once: one build, served to all of them (the same file:
     # the same ETag), the next request retrying the merge that failed.
+    tops: dict[str, Path] = {}
     for fmt in ("adapter", "merged"):
         answers = await download_at_once(client, model, fmt, PARALLEL)
         assert [r.status_code for r in answers] == [200] * PARALLEL, {
             r.status_code: r.text[:200] for r in answers}
         assert len({r.content for r in answers}) == 1
         assert len({r.headers["etag"] for r in answers}) == 1, "built once"
-        top = unpack(answers[0].content, tmp_path / fmt)
+        top = tops[fmt] = unpack(answers[0].content, tmp_path / fmt)
         assert top.name == f"{trained['id']}-{fmt}"
         assert (top / "adapter_config.json").is_file() == (fmt == "adapter")
     assert leftovers(downloads) == []
+
+    # The archive's adapter names its base by id, so that it loads elsewhere; the server's
+    # own copy keeps the path its engines load (issue 35).
+    shipped = json.loads((tops["adapter"] / "adapter_config.json").read_text())
+    kept = json.loads(config.read_text())
+    assert shipped["base_model_name_or_path"] == "alallo/tiny-gpt2", shipped
+    assert Path(kept["base_model_name_or_path"]).is_absolute(), kept
+    assert {**shipped, "base_model_name_or_path": None} == {
+        **kept, "base_model_name_or_path": None}, "nothing else changed"
 
 
 # peft 0.x asks transformers a deprecated question while it wraps the base model.

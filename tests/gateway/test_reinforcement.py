@@ -261,7 +261,7 @@ async def test_score_model_graders_judge_with_a_base_and_a_fine_tuned_model_of_t
 
     def judge(name: str, model: str) -> dict[str, Any]:
         return {"type": "score_model", "name": name, "model": model, "range": [0, 9],
-                "sampling_params": {"temperature": 0, "max_completion_tokens": 8},
+                "sampling_params": {"temperature": 0, "max_completions_tokens": 8},
                 "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
 
     both = {"type": "multi", "name": "judges", "calculate_output": "base + tuned",
@@ -290,7 +290,7 @@ async def test_graders_run_scores_with_the_judge_as_the_trainer_does(
     from alallo.trainers.graders import GRADER, grade
 
     judge = {"type": "score_model", "name": "judge", "model": "alallo/tiny-gpt2",
-             "range": [0, 9], "sampling_params": {"temperature": 0, "max_completion_tokens": 12},
+             "range": [0, 9], "sampling_params": {"temperature": 0, "max_completions_tokens": 12},
              "input": [{"role": "user", "content": "Rate 0-9: {{ sample.output_text }}"}]}
     local = LocalJudge({"alallo/tiny-gpt2": JudgeModel(model=str(
         live_server.data_dir / "models" / "alallo--tiny-gpt2"))}, print, "cpu")
