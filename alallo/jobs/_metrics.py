@@ -82,7 +82,7 @@ def metrics_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     ``alallo jobs metrics --csv`` writes them) as the results CSV (:data:`CSV_COLUMNS`,
     empty cells for figures not reported at a step); a DPO job's adds its reward accuracy
     and margin, a reinforcement job's :data:`REWARD_COLUMNS` and a ``score_<name>`` column
-    per grader. The step's ``epoch`` is not a column (OpenAI's results file has none)."""
+    per grader (``valid_score_<name>`` on the validation prompts). The step's ``epoch`` is not a column (OpenAI's results file has none)."""
     rows = list(rows)
     columns: tuple[str, ...] = CSV_COLUMNS
     if any(row.get(name) is not None for row in rows for name in _PREFERENCE_COLUMNS):
@@ -90,13 +90,22 @@ def metrics_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     if any(row.get("reward") is not None or row.get("valid_reward") is not None
            for row in rows):
         names = sorted({name for row in rows for name in (row.get("scores") or {})})
-        columns += REWARD_COLUMNS + tuple(f"score_{name}" for name in names)
+        columns += REWARD_COLUMNS + tuple(_score_column(name) for name in names)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
         values = {**row, "train_accuracy": row.get("train_mean_token_accuracy"),
                   "train_reward": row.get("reward"), "train_reward_std": row.get("reward_std"),
-                  **{f"score_{name}": score for name, score in (row.get("scores") or {}).items()}}
+                  **{_score_column(name): score
+                     for name, score in (row.get("scores") or {}).items()}}
         writer.writerow(["" if values.get(name) is None else values[name] for name in columns])
     return out.getvalue()
+
+
+def _score_column(name: str) -> str:
+    """A grader's column: ``score_<name>``, or ``valid_score_<name>`` for its score on the
+    validation prompts (``valid.<name>`` in the series)."""
+    if name.startswith("valid."):
+        return f"valid_score_{name.removeprefix('valid.')}"
+    return f"score_{name}"

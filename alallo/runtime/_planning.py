@@ -369,5 +369,8 @@ def _suits_the_method(spec: JobSpec, file: FileRow, field: str) -> None:
                            "assistant's, or prompt and completion)"}
     holds = {"dpo": "preference pairs", "reinforcement": "prompts without answers",
              "supervised": f"{file.format} examples"}
+    hint = (" (or, for reinforcement, leave the assistant's answer out of each conversation "
+            "and give it in a field the grader reads, such as \"answer\")"
+            if spec.method == "reinforcement" and file.format == "messages" else "")
     raise InvalidRequest(f"method {spec.method} trains on {wants[spec.method]}; {file.id} "
-                         f"holds {holds[kind]}: use method {kind}", param=field)
+                         f"holds {holds[kind]}: use method {kind}{hint}", param=field)

@@ -173,7 +173,7 @@ def test_metrics_show_the_reward_of_a_reinforcement_job_and_none_for_supervised(
     assert rows[0] == ("step,train_loss,train_accuracy,valid_loss,valid_mean_token_accuracy,"
                        "full_valid_loss,full_valid_mean_token_accuracy,learning_rate,grad_norm,"
                        "tokens_per_s,train_reward,train_reward_std,valid_reward,score_exact,"
-                       "score_valid.exact")
+                       "valid_score_exact")
     assert rows[2] == "2,0.02,,,,,,5e-05,,,0.75,0.433,0.5,0.75,0.5"
 
     fake.answers[("GET", path)] = httpx.Response(200, json={"object": "list",
@@ -243,7 +243,7 @@ def test_a_reinforcement_job_from_the_command_line_reports_its_reward(
     rows = typed(live_server, "jobs", "metrics", job_id, "--csv").stdout.splitlines()
     columns = rows[0].split(",")
     assert {"train_reward", "train_reward_std", "valid_reward", "score_exact",
-            "score_valid.exact"} <= set(columns) and "scores" not in columns
+            "valid_score_exact"} <= set(columns) and "scores" not in columns
     last = dict(zip(columns, rows[-1].split(","), strict=True))
     assert last["step"] == "2" and float(last["train_reward"]) == 0.0  # the random model
     assert float(last["valid_reward"]) == 0.0

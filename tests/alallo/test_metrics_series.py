@@ -95,7 +95,7 @@ def test_a_reinforcement_series_carries_the_rewards_and_each_graders_score_to_th
     assert (rows[0]["reward"], rows[0]["valid_reward"], rows[1]["reward_std"]) == (0.25, 0.3, 0.2)
     table = list(csv.DictReader(io.StringIO(metrics_csv(rows))))
     assert list(table[0])[-6:] == ["train_reward", "train_reward_std", "valid_reward",
-                                   "score_close", "score_exact", "score_valid.exact"]
+                                   "score_close", "score_exact", "valid_score_exact"]
     assert (table[1]["train_reward"], table[1]["score_close"], table[1]["valid_reward"]) == (
         "0.5", "0.75", "")
     supervised = metrics_csv(series([MetricsPoint(n=1, at=0, step=10, train_loss=1.0)]))

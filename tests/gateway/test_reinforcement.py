@@ -187,7 +187,7 @@ async def test_a_grader_that_fails_on_some_lines_scores_them_0_and_the_log_names
     ({"method": {"type": "reinforcement", "reinforcement": {"grader": {
         "type": "score_model", "name": "judge", "model": "alallo/no-such-model",
         "input": [{"role": "user", "content": "{{ sample.output_text }}"}]}}}},
-     "grader", "the score_model grader's model: 'alallo/no-such-model' is not in"),
+     "grader", "the score_model grader's model: unknown model 'alallo/no-such-model'"),
     ({"method": {"type": "reinforcement", "reinforcement": {"grader": {
         "type": "python", "name": "p", "source": "def score(sample, item): return 1"}}}},
      "grader", "grader.source: it defines no function grade(sample, item)"),
