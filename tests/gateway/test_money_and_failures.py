@@ -163,16 +163,18 @@ async def test_insufficient_balance_cancels_the_job_before_it_starts(
 
 async def test_the_billing_limit_cancels_mid_run_and_completed_steps_are_paid(
         server_factory: Factory) -> None:
-    # 100 steps: the estimate's low end (~$4.2) is covered, the whole run ($5) is not.
+    # 200 steps: the estimate's low end (~$8.4) is covered, the whole run ($10) is not. The
+    # limit falls at ~86% of the run: the ~30 steps left (1.5 s) give the stop room to
+    # arrive while the suite loads the CPU (with 100 steps, a run once finished first).
     server = server_factory(ALALLO_CPU_PRICE_PER_HOUR=str(PRICE_PER_HOUR),
-                            ALALLO_DEFAULT_BALANCE="4.3")
+                            ALALLO_DEFAULT_BALANCE="8.6")
     async with connect(server) as client:
-        job = await submit(client, hyperparameters={"max_steps": 100})
+        job = await submit(client, hyperparameters={"max_steps": 200})
         final, types = await finish(client, job["id"])
     assert final["status"] == "cancelled"
     assert "BILLING_LIMIT" in types and types[-1] == "JOB_STOPPED"
     step = final["progress"]["step"]
-    assert 80 <= step < 100
+    assert 160 <= step < 200
     assert final["price"]["charged"] == pytest.approx(step * STEP_PRICE)
 
 
