@@ -231,16 +231,18 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     if cpu:
         devices = ranks  # data parallel: every rank holds the whole model
     batch = spec.hyperparameters.batch_size or 4
-    # The trainer cuts each sequence at the model's context (TrainerConfig.max_seq_length).
-    tokens = batch * min(tokens_per_example, model.context_length)
-    flops = (6 if spec.adapter == "full" else 4) * model.parameters * tokens
+    per_token = 6 if spec.adapter == "full" else 4  # FLOPs a parameter a token of training
+    decode_s = 0.0
     if spec.method == "reinforcement":  # a group of answers per prompt, sampled, then trained
         hp = spec.hyperparameters
         answer = hp.max_completion_tokens or DEFAULT_COMPLETION_TOKENS
         group = group_size(hp.compute_multiplier or 1.0)
         tokens = batch * group * min(tokens_per_example + answer, model.context_length)
-        flops = ((6 if spec.adapter == "full" else 4) + GENERATION_FLOPS) \
-            * model.parameters * tokens
+        per_token += GENERATION_FLOPS
+        decode_s = answer * DECODE_TOKEN_S.get(device.name, GPU_DECODE_TOKEN_S)
+    else:  # the trainer cuts each sequence at the model's context (TrainerConfig.max_seq_length)
+        tokens = batch * min(tokens_per_example, model.context_length)
+    flops = per_token * model.parameters * tokens
     if spec.precision == "4-bit":
         flops *= 1.3  # dequantizing the NF4 weights on every matmul (QLoRA paper, 4.1)
     rate = devices * device.peak_tflops * 1e12 * device.efficiency
@@ -249,10 +251,7 @@ def _plan_on(device: DeviceType, model: CatalogueModel, spec: JobSpec, pool: Poo
     if spec.method == "dpo":
         flops *= DPO_COMPUTE_FACTOR
         overhead *= DPO_OVERHEAD_FACTOR
-    if spec.method == "reinforcement":
-        overhead += (spec.hyperparameters.max_completion_tokens or DEFAULT_COMPLETION_TOKENS) \
-            * DECODE_TOKEN_S.get(device.name, GPU_DECODE_TOKEN_S)
-    step_s = flops / rate * scaling + overhead
+    step_s = flops / rate * scaling + overhead + decode_s
     # 4-bit reads the 16-bit checkpoint and quantizes it as it loads.
     weights_gb = model.parameters * weight_bytes("16-bit") / GB
     startup_s = STARTUP_S + weights_gb / LOAD_GB_PER_S
