@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 TEST_TMP ?= /tmp/alallo-tests-$(shell id -u)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-quick test-sqlite test-postgres install serving bench bench-quick bench-full clean
+.PHONY: run test test-quick test-sqlite test-postgres install serving screenshots bench bench-quick bench-full clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -60,6 +60,13 @@ test-postgres: $(STAMP)
 # What runs without a store or Chromium and trains nothing: a minute, for the edit-test loop.
 test-quick: $(STAMP)
 	$(PY) -m pytest -m "unit and not slow and not browser"
+
+# The dashboard's screenshots in docs/dashboard.md, taken again (after a change to the pages):
+# the layout tests at a phone's and a laptop's width save them in docs/screenshots/.
+screenshots: $(STAMP)
+	mkdir -p $(TEST_TMP)
+	ALALLO_SCREENSHOTS=docs/screenshots $(PY) tests/tools/ensure_browser.py -- $(PY) -m pytest \
+		--basetemp=$(TEST_TMP)/screenshots tests/gateway/test_dashboard_layout.py
 
 # Every bench/bench_*.py, small sizes; one table, and bench/results.json.
 # (`make bench --quick` cannot work: make itself rejects the unknown option;

@@ -71,17 +71,23 @@ def test_a_first_job_from_upload_to_chatting_with_the_model(
                            [series[-1]["train_loss"], series[-1]["valid_loss"]])
     expect(chart.locator(".u-legend .u-value")).to_have_text(["20", *latest])
 
+    expect(page.locator("#demo-note")).to_contain_text("alallo/tiny-gpt2 is a tiny demo model")
     page.locator("#chat-input").fill("Hello there")
-    page.locator("#chat-send").click()
+    page.locator("#chat-input").press("Enter")  # sends, as Send does
+    expect(page.locator("#chat-input")).to_have_value("")  # sent: the box is free again
+    expect(page.locator("#chat-prompt")).to_have_text("You: Hello there")
     output = page.locator("#chat-output")
     expect(output).to_have_attribute("data-done", "true", timeout=90_000)  # a worker loads it
     assert "failed" not in (output.get_attribute("class") or "")
+    answer = page.locator("#chat-answer")
+    assert answer.get_attribute("aria-busy") is None  # no longer "Loading the model…"
+    assert answer.inner_text() and "Loading the model" not in answer.inner_text()
     adapter = page.get_by_role("link", name="Download adapter")
     with page.expect_download() as download:
         adapter.click()
     assert download.value.suggested_filename.endswith(".tar.gz")
     expect(page.get_by_role("link", name="Download merged model")).to_have_attribute(
-        "href", f"/v1/models/{page.locator('#try .muted').inner_text().replace(':', '%3A')}"
+        "href", f"/v1/models/{page.locator('#try-model').inner_text().replace(':', '%3A')}"
                 "/content?format=merged")
 
     page.reload()  # a fresh page gets the whole series from the stream's backlog

@@ -2,8 +2,10 @@
 
     python tests/tools/ensure_browser.py -- COMMAND [ARG ...]
 
-prints one line on stderr saying which Chromium (``browser: PATH (WHERE FROM; VERSION)``)
-and runs COMMAND in its place with ``ALALLO_TEST_CHROMIUM`` set to it. The first that applies:
+prints one line on stderr saying which Chromium (``browser: PATH (WHERE FROM; VERSION)``),
+and one saying where axe-core is (``axe-core: PATH (VERSION)``, fetched first when it is not
+there: tests/tools/axe.py), and runs COMMAND in its place with ``ALALLO_TEST_CHROMIUM`` and
+``ALALLO_TEST_AXE`` set to them. The first that applies:
 
 1. ``ALALLO_TEST_CHROMIUM`` is set: that executable.
 2. Playwright's own Chromium, already downloaded or downloaded now
@@ -146,6 +148,8 @@ def version(browser: Browser) -> str:
 
 
 def main(argv: list[str]) -> int:
+    import axe  # beside this script, which runs as ``python tests/tools/ensure_browser.py``
+
     if not argv or argv[0] != "--" or len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -157,7 +161,14 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     print(line, file=sys.stderr, flush=True)
-    os.execvpe(argv[1], argv[1:], {**os.environ, CHROMIUM_VARIABLE: browser.path})
+    try:  # what the browser tests inject to check accessibility (tests/tools/axe.py)
+        checker = axe.ensure()
+    except RuntimeError as error:
+        print(f"axe-core: {error}", file=sys.stderr)
+        return 1
+    print(f"axe-core: {checker} ({axe.VERSION})", file=sys.stderr, flush=True)
+    os.execvpe(argv[1], argv[1:], {**os.environ, CHROMIUM_VARIABLE: browser.path,
+                                   axe.VARIABLE: str(checker)})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import axe
 from tools.ensure_browser import CHROMIUM_VARIABLE, INSTALL_VARIABLE, playwright_chromium
 
 TOOL = Path(__file__).with_name("ensure_browser.py")
@@ -31,7 +32,12 @@ def env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "bin").mkdir()
     base = {k: v for k, v in os.environ.items() if k != CHROMIUM_VARIABLE}
     return {**base, "PATH": str(tmp_path / "bin"), "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "pw"),
-            INSTALL_VARIABLE: "0"}
+            INSTALL_VARIABLE: "0", axe.VARIABLE: str(tmp_path / "axe.min.js")}
+
+
+def axe_line(env: dict[str, str]) -> str:
+    """The line after the browser's: where axe-core is (here, the copy the test names)."""
+    return f"axe-core: {env[axe.VARIABLE]} ({axe.VERSION})\n"
 
 
 def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -54,7 +60,7 @@ def test_chromium_on_path_is_taken_and_passed_on(env: dict[str, str], tmp_path: 
     chromium = fake_chromium(tmp_path / "bin" / "chromium")
     done = run(env)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == f"browser: {chromium} (on PATH; Chromium 1.2.3 fake)\n"
+    assert done.stderr == f"browser: {chromium} (on PATH; Chromium 1.2.3 fake)\n" + axe_line(env)
     assert done.stdout == f"{chromium}\n"
 
 
@@ -66,7 +72,8 @@ def test_playwrights_own_comes_first(env: dict[str, str], tmp_path: Path,
     assert playwrights.is_relative_to(tmp_path / "pw")
     done = run(env)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == f"browser: {playwrights} (Playwright's; Chromium 1.2.3 fake)\n"
+    assert done.stderr == (f"browser: {playwrights} (Playwright's; Chromium 1.2.3 fake)\n"
+                           + axe_line(env))
     assert done.stdout == f"{playwrights}\n"
 
 
@@ -74,7 +81,8 @@ def test_the_named_one_wins_and_must_exist(env: dict[str, str], tmp_path: Path) 
     fake_chromium(tmp_path / "bin" / "chromium")
     named = fake_chromium(tmp_path / "mine" / "chrome")
     done = run({**env, CHROMIUM_VARIABLE: str(named)})
-    assert done.stderr == f"browser: {named} ({CHROMIUM_VARIABLE}; Chromium 1.2.3 fake)\n"
+    assert done.stderr == (f"browser: {named} ({CHROMIUM_VARIABLE}; Chromium 1.2.3 fake)\n"
+                           + axe_line(env))
     assert done.stdout == f"{named}\n"
     done = run({**env, CHROMIUM_VARIABLE: str(tmp_path / "missing")})
     assert done.returncode == 1
