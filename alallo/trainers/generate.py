@@ -42,7 +42,7 @@ from typing import Any
 from ._env import QUIET_ENV
 from ._generate_logits import Logprobs, Penalties, token_text
 
-__all__ = ["main", "safe_end"]
+__all__ = ["main", "safe_end", "sampling_options"]
 
 _write_lock = threading.Lock()
 
@@ -74,6 +74,19 @@ def safe_end(text: str, stops: list[str]) -> tuple[int, bool]:
                 end = min(end, len(text) - size)
                 break
     return end, False
+
+
+def sampling_options(request: dict[str, Any]) -> dict[str, Any]:
+    """``model.generate``'s sampling arguments for a request's ``temperature`` (default 1)
+    and ``top_p`` (default 1): greedy at temperature 0, else sampling from the whole
+    vocabulary as OpenAI's API and vLLM do. ``top_k`` is 0 (off) in so many words:
+    transformers otherwise keeps only the 50 likeliest tokens (its default ``top_k``,
+    ``GenerationConfig._get_default_generation_params``), which no request asked for."""
+    temperature = float(request.get("temperature", 1.0))
+    if temperature <= 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_k": 0,
+            "top_p": float(request.get("top_p", 1.0))}
 
 
 class _Generation:
@@ -239,10 +252,7 @@ class _Model:
             else []
         if request.get("seed") is not None:
             torch.manual_seed(int(request["seed"]))
-        temperature = float(request.get("temperature", 1.0))
-        sampling: dict[str, Any] = (
-            {"do_sample": True, "temperature": temperature, "top_p": float(request.get("top_p", 1.0))}
-            if temperature > 0 else {"do_sample": False})
+        sampling = sampling_options(request)
         pad = self.tokenizer.pad_token_id
         top = request.get("logprobs")
 

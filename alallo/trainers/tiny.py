@@ -13,6 +13,12 @@ Its tokenizer is byte-level: the 256 byte symbols of GPT-2's
 therefore tokenizes to one token per UTF-8 byte, and nothing needs training.
 A small chat template makes ``messages`` data work too.
 
+The GPT-2-shaped model starts as a writer of ASCII text: a byte that is none (a control
+character but tab and newline, or one of 0x80 and above) starts 10 logits below the
+others. Random weights alone make every byte about equally likely, and 160 of the 256 are
+no text by themselves, so its answers were mojibake, after a short fine-tune too (issue 35;
+``_prefer_text_bytes`` says how).
+
 torch and transformers are imported inside :func:`build_tiny` only, so
 importing this module (and calling :func:`ensure_model` on a path) stays cheap.
 """
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+    from transformers import GPT2LMHeadModel
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -60,6 +67,17 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
 """Jinja chat template: ``<|role|>`` header lines; assistant turns end with EOS."""
+
+_TEXT_BYTES = frozenset({*range(0x20, 0x7F), 0x09, 0x0A})
+"""The bytes of ASCII text: the printable ones, tab and newline."""
+_NOT_TEXT_LOGIT = -10.0
+"""Where a built GPT-2 model's logit of a byte outside :data:`_TEXT_BYTES` starts, against
+about 0 for the others: each is e^-10 (about 1/22000) as likely as a text byte."""
+_PRIOR_SCALE = 10.0
+"""The constant the final LayerNorm writes in its first dimension (:func:`_prefer_text_bytes`);
+each byte's embedding there is its starting logit over it: 0, or -1 beside the others'
+0.02. A larger one would make that -1 smaller, but a fine-tune moves each weight by
+about its learning rate a step (Adam), so these logits would move that many times faster."""
 
 _N_LAYER = 2
 _N_HEAD = 2
@@ -195,9 +213,45 @@ def _write_model(directory: Path, name: str, *, seed: int) -> None:
         model = GPT2LMHeadModel(GPT2Config(
             vocab_size=backend.get_vocab_size(), n_positions=_N_POSITIONS, n_embd=_N_EMBD,
             n_layer=_N_LAYER, n_head=_N_HEAD, **ids))
+        _prefer_text_bytes(model)
     model.generation_config.pad_token_id = eos_id
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
+
+
+def _prefer_text_bytes(model: GPT2LMHeadModel) -> None:
+    """Make the GPT-2 ``model`` (the byte-level vocabulary, token ``b`` the byte ``b``) start
+    :data:`_NOT_TEXT_LOGIT` below for every byte outside :data:`_TEXT_BYTES`, ``<|endoftext|>``
+    and the text bytes unchanged.
+
+    Why: its logits are its tied embeddings (standard deviation 0.02, so norms near 0.16)
+    against the final LayerNorm's output (norm near 8), within about ±1.3 of each other
+    whatever comes before, so a random model writes control characters and lone bytes of
+    0x80 and above (mojibake) five times in eight. Fine-tuning all the weights unlearns
+    them slowly: fully trained on the sample for 240 to 360 steps, it still wrote such a
+    byte in a quarter to a half of its answers of 64 tokens (docs/performance.md). A LoRA
+    adapter cannot at all: it trains neither the embeddings nor the final LayerNorm, the
+    two this range comes from.
+
+    How: GPT-2's output layer has no bias, but the final LayerNorm has one. Its first
+    dimension is made a constant (weight 0, bias :data:`_PRIOR_SCALE`), so each token's
+    embedding in that dimension, times the constant, is a bias of its logit: 0 for text,
+    ``_NOT_TEXT_LOGIT / _PRIOR_SCALE`` for the others. Both stay trainable, so a full
+    fine-tune on other text (UTF-8 beyond ASCII) still learns to write it; an adapter
+    hardly does. Llama's RMSNorm has no bias to carry this, so ``alallo/tiny-llama`` starts
+    from its random weights as they are.
+    """
+    import torch
+
+    not_text = torch.tensor([b not in _TEXT_BYTES for b in range(256)]
+                            + [False] * (model.config.vocab_size - 256))
+    with torch.no_grad():
+        final_norm = model.transformer.ln_f
+        final_norm.weight[0] = 0.0
+        final_norm.bias[0] = _PRIOR_SCALE
+        embedding = model.transformer.wte.weight
+        embedding[:, 0] = 0.0
+        embedding[not_text, 0] = _NOT_TEXT_LOGIT / _PRIOR_SCALE
 
 
 def ensure_model(name_or_path: str, models_dir: Path) -> Path:

@@ -4,12 +4,13 @@ and text decoded a few tokens at a time yet whole (:mod:`alallo.trainers.generat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from alallo.trainers import generate
-from alallo.trainers.generate import _Generation, safe_end
+from alallo.trainers.generate import _Generation, safe_end, sampling_options
 
 
 @pytest.mark.parametrize(("text", "stops", "expected"), [
@@ -56,3 +57,19 @@ def test_a_stop_sequence_across_pieces_ends_the_text_before_it(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     pieces, generation = run("Answer: yes\nUser: more", ["\nUser:"], capsys, monkeypatch)
     assert "".join(pieces) == "Answer: yes" and generation.stopped
+
+
+def test_sampling_draws_from_the_whole_vocabulary_as_openai_does(tiny_model: Path) -> None:
+    """A request with temperature 1 samples every token by its chance: transformers' own
+    default would keep the 50 likeliest (top_k 50), which no OpenAI request can ask for.
+    The built tiny model gives ~98 tokens nearly equal chances: 400 first tokens drawn
+    from all of them show far more than 50 different ones."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    prompt = torch.tensor([list(b"<|user|>\nHello\n<|assistant|>\n")])
+    torch.manual_seed(0)
+    drawn = model.generate(prompt, max_new_tokens=1, num_return_sequences=400,
+                           pad_token_id=256, **sampling_options({"temperature": 1.0}))
+    assert len(set(drawn[:, -1].tolist())) > 60
+    assert sampling_options({"temperature": 0}) == {"do_sample": False}  # greedy

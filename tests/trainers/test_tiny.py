@@ -31,6 +31,24 @@ def test_build_writes_a_loadable_gpt2(tiny_model: Path) -> None:
     assert logits.shape == (1, 3, 257)
 
 
+def test_the_built_gpt2_starts_writing_ascii_text(tiny_model: Path) -> None:
+    """Issue 35: its random weights made every byte about as likely, so five bytes in eight
+    it wrote were no text (control characters, lone bytes of 0x80 and above): mojibake.
+    Built, it starts writing text bytes and ``<|endoftext|>``, each about as likely."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    text = [*range(0x20, 0x7F), 0x09, 0x0A, 256]
+    other = [token for token in range(257) if token not in text]
+    with torch.no_grad():
+        chances = model(torch.tensor([list(b"<|user|>\nHello\n<|assistant|>\n")])
+                        ).logits[0].softmax(-1)
+    # e^-10 each, 160 of them beside 97 of about 1: 7.5e-5 (against 0.63 before)
+    assert chances[:, other].sum(-1).max() < 2e-4
+    assert chances[:, text].max() < 5 / len(text)  # none favoured: 2.8 times its share at most
+
+
 def test_tokenizer_is_byte_level(tiny_model: Path) -> None:
     from transformers import AutoTokenizer
 
