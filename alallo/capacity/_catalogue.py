@@ -130,11 +130,12 @@ class Catalogue:
         path = Path(name)
         if path.is_absolute():
             return self._local(name, path)
-        if _built_in_namespace(name):
+        if _built_in_namespace(name):  # the built-ins named once: the closest, else all
             raise InvalidRequest(
                 f"unknown model {shown_name(name)}: alallo/ names this server's built-in "
-                f"models ({', '.join(TINY_MODELS)}), none on the Hugging Face hub"
-                f"{self._closest_hint(name)}", param="model")
+                f"models, none on the Hugging Face hub"
+                f"{self._closest_hint(name) or '; they are ' + ', '.join(TINY_MODELS)}",
+                param="model")
         if "/" in name and (problem := hub_id_problem(name)) is not None:
             raise InvalidRequest(f"{shown_name(name)} is not a Hugging Face hub id: {problem}",
                                  param="model")

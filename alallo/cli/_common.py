@@ -95,8 +95,10 @@ def fail(message: str) -> NoReturn:
 
 
 def console() -> Console:
-    """A console on stdout, created per command so it sees the current terminal."""
-    return Console(highlight=False)
+    """A console on stdout, created per command so it sees the current terminal. A line it
+    prints is never broken by it (``soft_wrap``): a terminal wraps it at its own width, and a
+    pipe or a file gets it whole, ids and paths included; tables still fit the width."""
+    return Console(highlight=False, soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:

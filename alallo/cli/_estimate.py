@@ -94,11 +94,11 @@ def estimate(
 ) -> None:
     """Estimate time and price of a job without creating it.
 
-    ``--trainer simulated`` gives the estimate that ``jobs create --trainer
-    simulated`` shows: the simulator's steps take far less time than real
+    --trainer simulated gives the estimate that jobs create --trainer
+    simulated shows: the simulator's steps take far less time than real
     training, so its time and price are lower. A reinforcement job's estimate
-    counts the answers it samples (``--compute-multiplier``,
-    ``--max-completion-tokens``), so give them as you would to ``jobs create``.
+    counts the answers it samples (--compute-multiplier,
+    --max-completion-tokens), so give them as you would to jobs create.
     """
     grader_body, method_hyperparameters = method_fields(
         method, grader, beta=beta, compute_multiplier=compute_multiplier,

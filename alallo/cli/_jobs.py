@@ -109,9 +109,9 @@ def create(
     """Create a fine-tuning job; it starts queued, with the message Starting.
 
     The estimate of time and price comes first, and on a terminal you are
-    asked to confirm it (``--yes`` skips the question; scripts are not asked).
-    ``--method reinforcement`` trains on prompts, scoring the model's answers
-    with the grader of ``--grader FILE`` (OpenAI's JSON).
+    asked to confirm it (--yes skips the question; scripts are not asked).
+    --method reinforcement trains on prompts, scoring the model's answers
+    with the grader of --grader FILE (OpenAI's JSON).
     """
     grader_body, method_hyperparameters = method_fields(
         method, grader, beta=beta, compute_multiplier=compute_multiplier,
@@ -176,8 +176,8 @@ def list_jobs(
     out = console()
     # The name stays on any width (it wraps): the model, the method, then the progress
     # and the time left go first.
-    columns = [Column("ID", keep=True), Column("Name"), Column("Model", drop=4),
-               Column("Method", drop=5), Column("Status", keep=True), Column("Progress", drop=2),
+    columns = [Column("ID", keep=True), Column("Name", room=24), Column("Model", drop=4),
+               Column("Method", drop=5, room=24), Column("Status", keep=True), Column("Progress", drop=2),
                Column("Time left", drop=1), Column("Price", keep=True)]
     rows: list[list[str | Text]] = [
         [
@@ -284,7 +284,8 @@ def events(
         print_json({"object": "list", "data": items, "has_more": False})
         return
     out = console()
-    columns = [Column("Message"), Column("Type", keep=True),
+    # The message is what a user reads: 40 columns of it before the time and the hash.
+    columns = [Column("Message", room=40), Column("Type", keep=True),
                Column("Created at", keep=True, drop=1), Column("Hash", keep=True, drop=2)]
     rows = []
     for event in items:

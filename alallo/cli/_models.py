@@ -61,9 +61,12 @@ def download(
     url: UrlOption = None, api_key: ApiKeyOption = None,
 ) -> None:
     """Download a fine-tuned model (the LoRA adapter, or --merged) and unpack it."""
+    out = console()
+    # A bar on a terminal only: in a pipe it would leave an empty line before the result.
     with open_client(url, api_key) as client, Progress(
             TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), console=console(), transient=True) as bar:
+            TransferSpeedColumn(), console=out, transient=True,
+            disable=not out.is_terminal) as bar:
         task = bar.add_task("Downloading", total=None)
         archive = client.download_model(
             model, output, merged=merged,
@@ -72,8 +75,9 @@ def download(
         top = tar.getnames()[0].split("/")[0]
         tar.extractall(output, filter="data")
     archive.unlink()
-    kind = "merged model" if merged else "adapter"
-    console().print(f"Saved the {kind} of {model} in {output / top}")
+    # The folder says what it holds: <job>-adapter, <job>-merged, or a full fine-tune's <job>-model.
+    kind = {"adapter": "adapter", "merged": "merged model"}.get(top.rsplit("-", 1)[-1], "model")
+    out.print(f"Saved the {kind} of {model} in {output / top}")
 
 
 @models_app.command("delete")

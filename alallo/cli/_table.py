@@ -35,12 +35,15 @@ class Column:
             the highest ``drop`` are left out first.
         fold: Its values may break inside a word (a long filename) rather
             than push the column out.
+        room: The width it gets (up to its longest value) before any droppable column
+            is shown: a message or a filename wraps only once the extras are gone.
     """
 
     header: str
     keep: bool = False
     drop: int = 0
     fold: bool = False
+    room: int = 0
 
 
 def fitted_table(console: Console, columns: Sequence[Column],
@@ -58,17 +61,27 @@ def fitted_table(console: Console, columns: Sequence[Column],
     shown = list(range(len(columns)))
     droppable = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
 
-    def excess() -> int:
-        # Each column takes its width plus a space either side and one border.
-        return sum(needs[i] + 3 for i in shown) + 1 - console.width
+    natural = [_natural(column, [row[index] for row in cells]) for index, column in enumerate(columns)]
+    roomy = [max(need, min(column.room, width)) for need, column, width in zip(needs, columns, natural)]
 
-    while droppable and excess() > 0:
+    def excess(widths: list[int]) -> int:
+        # Each column takes its width plus a space either side and one border.
+        return sum(widths[i] + 3 for i in shown) + 1 - console.width
+
+    def crowded(candidate: int) -> bool:
+        # Whether the droppable column must go: the columns it yields to (more important:
+        # a lower ``drop``) at their room, itself and the rest at their narrowest.
+        rank = columns[candidate].drop
+        return excess([roomy[i] if columns[i].drop < rank else needs[i]
+                       for i in range(len(columns))]) > 0
+
+    while droppable and crowded(droppable[0]):
         shown.remove(droppable.pop(0))
-    _squeeze(columns, needs, shown, excess())
+    _squeeze(columns, needs, shown, excess(needs))
     wrapping = [i for i in shown if not columns[i].keep]
-    while wrapping and excess() > 0:
+    while wrapping and excess(needs) > 0:
         shown.remove(wrapping.pop())
-    widths = _widths(columns, cells, needs, shown, console.width - 3 * len(shown) - 1)
+    widths = _widths(columns, natural, needs, roomy, shown, console.width - 3 * len(shown) - 1)
     table = Table()
     for index in shown:
         column = columns[index]
@@ -92,7 +105,7 @@ def _squeeze(columns: Sequence[Column], needs: list[int], shown: list[int], exce
         excess -= 1
 
 
-def _widths(columns: Sequence[Column], cells: list[list[Text]], needs: list[int],
+def _widths(columns: Sequence[Column], natural: list[int], needs: list[int], roomy: list[int],
             shown: list[int], room: int) -> dict[int, int]:
     """Fixed widths when the shown columns, unwrapped, are wider than ``room`` (the console's
     width less padding and borders); none when they fit.
@@ -100,21 +113,26 @@ def _widths(columns: Sequence[Column], cells: list[list[Text]], needs: list[int]
     Rich would then shrink every column, kept ones too, by its own ratios, and on some
     widths cut a kept value or the table's right edge. Here kept columns get their whole
     values, and the room left is shared among the wrapping ones, each at least its longest
-    word, the rest in proportion to how much wider it would like to be.
+    word (its ``room`` where all of those fit), the rest in proportion to how much wider it
+    would like to be.
     """
-    natural = {i: max([Text(columns[i].header).cell_len, *(row[i].cell_len for row in cells)])
-               for i in shown}
-    if sum(natural.values()) <= room:
+    if sum(natural[i] for i in shown) <= room:
         return {}
     wrapping = [i for i in shown if not columns[i].keep]
-    widths = {i: needs[i] for i in shown}
+    floor = roomy if sum(roomy[i] for i in shown) <= room else needs
+    widths = {i: floor[i] for i in shown}
     spare = room - sum(widths.values())
-    wants = {i: natural[i] - needs[i] for i in wrapping}
+    wants = {i: natural[i] - widths[i] for i in wrapping}
     total = sum(wants.values())
     if spare > 0 and total > 0:
         for i in wrapping:
             widths[i] += spare * wants[i] // total
     return widths
+
+
+def _natural(column: Column, values: list[Text]) -> int:
+    """The column's width unwrapped: its header or its longest value."""
+    return max([Text(column.header).cell_len, *(text.cell_len for text in values)])
 
 
 def _need(column: Column, values: list[Text]) -> int:

@@ -173,8 +173,10 @@ def _print_outcome(console: Console, job: dict[str, Any]) -> None:
     if job.get("status") == JobStatus.SUCCEEDED and job.get("fine_tuned_model"):
         console.print(f"Fine-tuned model: {job['fine_tuned_model']}", markup=False, highlight=False)
         if job.get("fine_tuned_model_path"):
-            console.print(f"Its files on the server: {job['fine_tuned_model_path']}  (alallo "
-                          "models download ID to get them)", markup=False, highlight=False)
+            console.print(f"Its files on the server: {job['fine_tuned_model_path']}",
+                          markup=False, highlight=False)
+        console.print(f"Download it: alallo models download {job['fine_tuned_model']}",
+                      markup=False, highlight=False)
     price = job.get("price") or {}
     if job.get("finished_at") or price.get("charged"):
         line = f"Charged: {money(price.get('charged') or 0, price.get('currency'))}"

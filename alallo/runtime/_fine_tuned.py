@@ -10,8 +10,9 @@ its directory does: ``DELETE /v1/models/{id}`` removes it, and the id then answe
 id nobody has (so does another account's).
 
 ``GET /v1/models/{id}/content?format=adapter|merged`` is a tar.gz of the model: the PEFT
-adapter as saved (or the whole model of a full fine-tune), or the adapter merged into its base
-(``merge_and_unload``, run by ``python -m alallo.trainers.merge`` in a child process, never
+adapter as saved (folder ``<job>-adapter``), or the adapter merged into its base (``<job>-merged``);
+a full fine-tune's whole model either way (``<job>-model``). The merge
+(``merge_and_unload``) is run by ``python -m alallo.trainers.merge`` in a child process, never
 in the server's event loop). The adapter's ``adapter_config.json`` names its base by the
 directory the trainer loaded, a path on this server that the server's own engines rely on;
 the archive's copy names it by its id instead (``alallo/tiny-gpt2``, or the hub id with its
@@ -162,7 +163,9 @@ class FineTunedModels:
                                  param="format")
         job = await self.find(account_id, model)
         source = Path(job.fine_tuned_model or "")
-        out = source.parent / "downloads" / f"{job.id}-{fmt}.tar.gz"
+        # A full fine-tune is one model whichever is asked: one archive, "<job>-model".
+        kind = fmt if (source / ADAPTER_CONFIG).is_file() else "model"
+        out = source.parent / "downloads" / f"{job.id}-{kind}.tar.gz"
         while not out.is_file():
             build = self._builds.get(out)
             if build is not None:

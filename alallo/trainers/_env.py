@@ -1,4 +1,7 @@
-"""The environment the Hugging Face libraries read when they are imported."""
+"""The environment the Hugging Face libraries read when they are imported, and the loggers
+of theirs that speak to no user."""
+
+import logging
 
 QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
@@ -12,3 +15,16 @@ QUIET_ENV = {
 }
 """Offline (models load from local paths only), no telemetry, no progress bars: set before
 the first import, by the TRL trainer and by the warm process that imports it ahead."""
+
+QUIET_LOGGERS = ("bitsandbytes", "kernels")
+"""bitsandbytes (which peft imports) asks the ``kernels`` package for a faster CPU kernel
+from the Hugging Face Hub when it is imported, and warns "Failed to load CPU
+gemm_4bit_forward from kernels-community … pip install kernels" when none comes: offline,
+none does, its own kernels serve, and nothing changes for anyone. Their warnings are
+silenced (ERROR and up still speak)."""
+
+
+def quiet_loggers() -> None:
+    """Set :data:`QUIET_LOGGERS` to ERROR: before bitsandbytes is first imported."""
+    for library in QUIET_LOGGERS:
+        logging.getLogger(library).setLevel(logging.ERROR)

@@ -7,13 +7,13 @@ Part of :mod:`alallo.trainers.trl`; imported in the trainer's process only.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _trl_attention as sequence_attention
+from ._env import quiet_loggers
 from ._protocol import TrainerConfig
 from ._trl_4bit import bnb_config, quantized_share, ready_for_lora
 
@@ -41,8 +41,7 @@ def quiet_libraries() -> None:
     peft imports) and of the ``kernels`` package it asks for a faster CPU kernel from the
     Hugging Face Hub: offline, none is found, bitsandbytes' own kernels serve, and nothing
     changes for the job."""
-    for library in ("bitsandbytes", "kernels"):
-        logging.getLogger(library).setLevel(logging.ERROR)
+    quiet_loggers()
     import transformers
 
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]

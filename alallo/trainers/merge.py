@@ -12,12 +12,11 @@ line on stderr when the adapter or its base cannot be read.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from pathlib import Path
 
-from ._env import QUIET_ENV
+from ._env import QUIET_ENV, quiet_loggers
 
 
 def merge(adapter: Path, out: Path) -> None:
@@ -46,8 +45,7 @@ def main(argv: list[str]) -> int:
     # imported may fetch code from the hub (bitsandbytes asks it for a CPU kernel).
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
-    for library in ("bitsandbytes", "kernels"):  # their notices are not the user's error line
-        logging.getLogger(library).setLevel(logging.ERROR)
+    quiet_loggers()  # their notices are not the user's error line
     try:
         merge(Path(argv[1]), Path(argv[2]))
     except (OSError, ValueError) as exc:

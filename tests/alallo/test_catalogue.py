@@ -86,7 +86,14 @@ def test_a_typo_among_the_built_in_models_is_no_hub_id_and_names_the_closest(nam
         catalogue.resolve(name)
     assert refused.value.param == "model"
     assert refused.value.message.startswith(
-        f"unknown model {name!r}: alallo/ names this server's built-in models "
-        "(alallo/tiny-gpt2, alallo/tiny-llama), none on the Hugging Face hub; the closest "
-        "known: 'alallo/tiny-")
+        f"unknown model {name!r}: alallo/ names this server's built-in models, none on "
+        "the Hugging Face hub; the closest known: 'alallo/tiny-")
     assert catalogue.hub_may_have("acme/tiny-gpt3") and not catalogue.hub_may_have("tiny")
+
+
+def test_a_built_in_name_like_none_lists_the_built_in_models_once() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        Catalogue().resolve("alallo/qqqqqqqqqqqqqq")
+    assert refused.value.message == (
+        "unknown model 'alallo/qqqqqqqqqqqqqq': alallo/ names this server's built-in models, "
+        "none on the Hugging Face hub; they are alallo/tiny-gpt2, alallo/tiny-llama")

@@ -488,6 +488,7 @@ def test_jobs_create_watch_follows_to_the_end(
         "step 10/100 loss 2.31",
         "succeeded",
         "Fine-tuned model: alallo/tiny-gpt2:ft-1",
+        "Download it: alallo models download alallo/tiny-gpt2:ft-1",
         "Charged: $0.12",
     ]
 

@@ -127,3 +127,49 @@ def test_a_table_keeps_its_kept_values_and_its_right_edge_on_every_width(width: 
     assert all(line.rstrip()[-1] in "┓┃┡│└┘┩┤┐" for line in lines if line.strip()), lines
     body = [line for line in lines if JOB_ID in line]
     assert len(body) == 3 and all("$0.000026" in line and "succeeded" in line for line in body)
+
+
+def test_events_at_80_columns_give_the_message_room_before_the_time_and_hash(
+        server: FakeServer) -> None:
+    """A new user read messages 20 columns wide, 3 to 5 lines each, beside a 33-column Type:
+    the message has 40 columns before the time and the hash are shown."""
+    message = "Training data downloaded for alallo/tiny-gpt2 at Sun Dec 06 16:24:06 UTC 2026"
+    server.on("GET", f"/v1/fine_tuning/jobs/{JOB_ID}/events", listing({
+        "id": "ev-1", "object": "fine_tuning.job.event", "created_at": 1_700_000_000,
+        "level": "info", "message": message, "type": "message",
+        "alallo_type": "TRAINING_DATA_DOWNLOAD_COMPLETE", "hash": "1731272555435848274"}))
+    out = run80("jobs", "events", JOB_ID).stdout
+    assert "TRAINING_DATA_DOWNLOAD_COMPLETE" in out and "Created at" not in out
+    [head] = [line for line in out.splitlines() if "Training data downloaded" in line]
+    cell = head.split("│")[1]  # the message's first line, a space either side
+    assert len(cell) >= 42 and cell.strip().startswith("Training data downloaded for"), out
+
+
+def test_files_list_at_120_columns_shows_a_long_filename_whole(server: FakeServer) -> None:
+    """It broke inside the name (``ft-01a2…│…-metr│ics.csv``) while the size and the date
+    stayed: they go first."""
+    name = "ft-01a24c2eb04ac44c29adf469-metrics.csv"
+    server.on("GET", "/v1/files", listing({
+        "id": FILE_ID, "filename": name, "bytes": 123456, "line_count": 5000,
+        "format": "results", "status": "processed", "created_at": 1_700_000_000}))
+    result = CliRunner().invoke(app, ["files", "list"], env={"COLUMNS": "120"})
+    assert name in result.stdout and FILE_ID in result.stdout, result.stdout
+
+
+def test_no_help_shows_the_docstrings_markup() -> None:
+    """`jobs create --help` read "(``--yes`` skips the question…)": the reST quotes of the
+    code's docstrings are not for the terminal. Every command's help, walked from the app."""
+    import typer
+
+    def commands(group: Any, path: list[str]) -> list[list[str]]:
+        found = [path]
+        for name, command in getattr(group, "commands", {}).items():  # a group's commands
+            found += commands(command, [*path, name])
+        return found
+
+    every = commands(typer.main.get_command(app), [])
+    assert ["jobs", "create"] in every and len(every) > 40
+    for path in every:
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+        assert result.exit_code == 0, path
+        assert "``" not in result.stdout, (path, result.stdout)

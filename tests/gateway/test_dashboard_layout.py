@@ -68,13 +68,18 @@ def sign_in(browser: Browser, api: httpx.Client, width: int, height: int,
     return page
 
 
-def check(page: Page, name: str, folder: Path) -> None:
-    """No horizontal overflow, no serious or critical axe-core violation; a screenshot."""
+def fits(page: Page, name: str) -> None:
+    """No horizontal overflow: the page is no wider than the screen (what is wider is named)."""
     inner, scroll = page.evaluate("[innerWidth, document.documentElement.scrollWidth]")
     wide = page.evaluate("""() => [...document.querySelectorAll("body *")]
         .filter(e => e.getBoundingClientRect().right > innerWidth + 1)
         .slice(0, 5).map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`)""")
     assert scroll <= inner, f"{name}: {scroll} px wide on a {inner} px screen: {wide}"
+
+
+def check(page: Page, name: str, folder: Path) -> None:
+    """It fits, no serious or critical axe-core violation; a screenshot."""
+    fits(page, name)
     page.add_script_tag(path=str(axe.ensure()))
     found = page.evaluate("""async () => (await axe.run(document, { resultTypes: ["violations"] }))
         .violations.filter(v => v.impact === "serious" || v.impact === "critical")
@@ -123,6 +128,13 @@ def test_every_page_fits_the_screen_and_passes_axe(
     expect(page.locator("#try")).to_be_visible()
     expect(page.locator("#events")).to_contain_text("JOB_COMPLETE")
     check(page, f"job-{suffix}", folder)
+    # Try it while the model loads (its answer held back here): the loading line wraps.
+    page.route("**/v1/chat/completions", lambda route: None)
+    page.locator("#chat-input").fill("Hello there")
+    page.locator("#chat-input").press("Enter")
+    expect(page.locator("#chat-answer")).to_have_attribute("aria-busy", "true")
+    expect(page.locator("#chat-answer")).to_contain_text("Loading the model")
+    fits(page, f"try-it-loading-{suffix}")
     if size == "laptop":  # the chart follows a window narrowed to the smallest phones'
         page.set_viewport_size({"width": NARROWEST, "height": WIDTHS["phone"][1]})
         expect(page.locator("#chart canvas")).to_have_js_property(

@@ -104,12 +104,12 @@ def test_a_supervised_jobs_page_has_no_reward_chart(page: Page, api: httpx.Clien
     expect(page.locator("#chart")).to_have_attribute("data-points", "2")  # steps 10 and 20
     expect(page.locator("#chart canvas")).to_have_count(1)
     # Off the chart, the loss legend reads the latest figures as the reward's does (uPlot's
-    # own reads "--"); a job without a validation file has no validation loss.
+    # own reads "--"); a job without a validation file has no validation loss series.
     series = api.get(f"/v1/fine_tuning/jobs/{created.json()['id']}/metrics").json()["data"]
     latest = page.evaluate("x => x.toFixed(4)", series[-1]["train_loss"])
     legend = page.locator("#chart .u-legend tr.u-series")
-    expect(legend.locator("th")).to_have_text(["step", "training loss", "validation loss"])
-    expect(legend.locator(".u-value")).to_have_text(["20", latest, "--"])
+    expect(legend.locator("th")).to_have_text(["step", "training loss"])  # no validation file
+    expect(legend.locator(".u-value")).to_have_text(["20", latest])
     assert page.locator("#reward-chart").count() == 0
     assert page.locator('dd[data-field="Grader"]').count() == 0
     expect(page.locator("main h3")).to_have_text(
