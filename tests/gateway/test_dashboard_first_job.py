@@ -51,11 +51,14 @@ def test_a_first_job_from_upload_to_chatting_with_the_model(
     assert "alallo/tiny-gpt2" in listed
     page.get_by_label("Model").fill("alallo/tiny-gpt2")
     page.get_by_label("Max steps").fill("20")
+    page.get_by_label("Name (optional)").fill("my first job")
     page.get_by_role("button", name="Estimate time and price").click()
     expect(page.locator("#estimate-result")).to_contain_text("Price: $")
     page.get_by_role("button", name="Create job").click()
     page.wait_for_url("**/jobs/ft-*")
     job_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#job-name")).to_have_text("my first job")  # the id under it
+    expect(page.locator("#job-id")).to_have_text(job_id)
 
     expect(page.locator('dd[data-field="Status"] .status')).to_have_text("succeeded",
                                                                           timeout=120_000)
