@@ -74,9 +74,9 @@ def list_files(
     if not page["data"]:
         out.print("No files yet. Upload one with `alallo files upload PATH`.", markup=False)
         return
-    columns = [Column("ID", keep=True), Column("Filename", drop=1, fold=True, room=40), Column("Lines", drop=3),
-               Column("Format", drop=4), Column("Bytes", drop=5), Column("Status", keep=True),
-               Column("Created at", keep=True, drop=6)]
+    columns = [Column("ID", keep=True), Column("Filename", drop=1, fold=True, room=40),
+               Column("Lines", drop=3), Column("Format", drop=4), Column("Bytes", drop=5),
+               Column("Status", keep=True), Column("Created at", keep=True, drop=6)]
     rows = [
         [
             item["id"],

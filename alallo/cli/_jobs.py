@@ -177,8 +177,8 @@ def list_jobs(
     # The name stays on any width (it wraps): the model, the method, then the progress
     # and the time left go first.
     columns = [Column("ID", keep=True), Column("Name", room=24), Column("Model", drop=4),
-               Column("Method", drop=5, room=24), Column("Status", keep=True), Column("Progress", drop=2),
-               Column("Time left", drop=1), Column("Price", keep=True)]
+               Column("Method", drop=5, room=24), Column("Status", keep=True),
+               Column("Progress", drop=2), Column("Time left", drop=1), Column("Price", keep=True)]
     rows: list[list[str | Text]] = [
         [
             job["id"],

@@ -61,8 +61,10 @@ def fitted_table(console: Console, columns: Sequence[Column],
     shown = list(range(len(columns)))
     droppable = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
 
-    natural = [_natural(column, [row[index] for row in cells]) for index, column in enumerate(columns)]
-    roomy = [max(need, min(column.room, width)) for need, column, width in zip(needs, columns, natural)]
+    natural = [_natural(column, [row[index] for row in cells])
+               for index, column in enumerate(columns)]
+    roomy = [max(need, min(column.room, width))
+             for need, column, width in zip(needs, columns, natural, strict=True)]
 
     def excess(widths: list[int]) -> int:
         # Each column takes its width plus a space either side and one border.

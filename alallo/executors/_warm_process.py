@@ -58,7 +58,7 @@ import warnings
 from typing import Any
 
 from alallo.executors._posix import die_with_parent, take_on_user
-from alallo.trainers._env import QUIET_ENV, quiet_loggers
+from alallo.trainers._env import quiet_process
 
 __all__ = ["PRELOAD", "main"]
 
@@ -91,10 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sock = socket.socket(fileno=int(args[0]))
     module = args[1]
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+    quiet_process()  # nor bitsandbytes' warning as peft imports it (in the server's output)
     warnings.filterwarnings("ignore")  # import-time notices speak to no one here
-    quiet_loggers()  # nor bitsandbytes' warning as peft imports it (in the server's output)
     import setproctitle
 
     # Set up now, before any fork: it takes over the memory of argv and of the

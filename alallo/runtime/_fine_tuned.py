@@ -13,7 +13,7 @@ id nobody has (so does another account's).
 adapter as saved (folder ``<job>-adapter``), or the adapter merged into its base (``<job>-merged``);
 a full fine-tune's whole model either way (``<job>-model``). The merge
 (``merge_and_unload``) is run by ``python -m alallo.trainers.merge`` in a child process, never
-in the server's event loop). The adapter's ``adapter_config.json`` names its base by the
+in the server's event loop. The adapter's ``adapter_config.json`` names its base by the
 directory the trainer loaded, a path on this server that the server's own engines rely on;
 the archive's copy names it by its id instead (``alallo/tiny-gpt2``, or the hub id with its
 commit as ``revision``), so that the adapter loads elsewhere (:func:`_portable_config`).

@@ -2,6 +2,7 @@
 of theirs that speak to no user."""
 
 import logging
+import os
 
 QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
@@ -24,7 +25,11 @@ none does, its own kernels serve, and nothing changes for anyone. Their warnings
 silenced (ERROR and up still speak)."""
 
 
-def quiet_loggers() -> None:
-    """Set :data:`QUIET_LOGGERS` to ERROR: before bitsandbytes is first imported."""
+def quiet_process() -> None:
+    """Make this process quiet and offline before it imports the libraries: :data:`QUIET_ENV`
+    where the environment does not say otherwise, and :data:`QUIET_LOGGERS` at ERROR. Every
+    process that imports them calls it first (trainers, the warm process, merge, inference)."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
     for library in QUIET_LOGGERS:
         logging.getLogger(library).setLevel(logging.ERROR)

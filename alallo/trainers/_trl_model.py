@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _trl_attention as sequence_attention
-from ._env import quiet_loggers
 from ._protocol import TrainerConfig
 from ._trl_4bit import bnb_config, quantized_share, ready_for_lora
 
@@ -37,11 +36,8 @@ MESSAGE_CHARS = 300
 
 def quiet_libraries() -> None:
     """Silence transformers' and datasets' progress bars and notices: the job's log is for
-    the user, not for the libraries' authors. Likewise the notices of bitsandbytes (which
-    peft imports) and of the ``kernels`` package it asks for a faster CPU kernel from the
-    Hugging Face Hub: offline, none is found, bitsandbytes' own kernels serve, and nothing
-    changes for the job."""
-    quiet_loggers()
+    the user, not for the libraries' authors (bitsandbytes' and ``kernels``' are silenced
+    as the process starts: :func:`~alallo.trainers._env.quiet_process`)."""
     import transformers
 
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]

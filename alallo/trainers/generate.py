@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._env import QUIET_ENV
+from ._env import quiet_process
 from ._generate_logits import Logprobs, Penalties, token_text
 
 __all__ = ["main", "safe_end", "sampling_options"]
@@ -311,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Offline, as every trainer: the model is a local folder, and nothing imported may fetch
     # code from the hub (bitsandbytes asks it for a CPU kernel on AVX-512 BF16 machines).
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+    quiet_process()
     try:
         from alallo.trainers._trl_model import quiet_libraries
         quiet_libraries()

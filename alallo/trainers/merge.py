@@ -12,11 +12,10 @@ line on stderr when the adapter or its base cannot be read.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-from ._env import QUIET_ENV, quiet_loggers
+from ._env import quiet_process
 
 
 def merge(adapter: Path, out: Path) -> None:
@@ -43,9 +42,7 @@ def main(argv: list[str]) -> int:
     """The command line: ``ADAPTER_DIR OUT_DIR``."""
     # Offline, as every trainer: the base and the adapter are local folders, and nothing
     # imported may fetch code from the hub (bitsandbytes asks it for a CPU kernel).
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
-    quiet_loggers()  # their notices are not the user's error line
+    quiet_process()  # the libraries' notices are not the user's error line
     try:
         merge(Path(argv[1]), Path(argv[2]))
     except (OSError, ValueError) as exc:

@@ -73,7 +73,7 @@ from pydantic import ValidationError
 
 from ._data import UserDataError, file_hash, read_numbered_rows
 from ._encoders import CHAT_FORMATS
-from ._env import QUIET_ENV
+from ._env import quiet_process
 from ._fence import exit_if_superseded
 from ._protocol import Done, Error, Log, Stage, TrainerConfig
 from ._ranks import die_with_launcher, rank, world_size
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m alallo.trainers.trl CONFIG.json", file=sys.stderr)
         return 2
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+    quiet_process()
     # The libraries' deprecation notices speak to this code's author, not to
     # the user who reads the job's log.
     warnings.filterwarnings("ignore", category=FutureWarning)
